@@ -1,0 +1,43 @@
+# Attention, by hand — every command a user needs. `make help` lists them.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help setup lab test lint format notebooks release grade feedback report check clean
+
+help:  ## List the commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+setup: $(BIN)/.installed  ## Create .venv and install the course (idempotent)
+
+lab: setup  ## Set up, copy release/ to mywork/ and open it in JupyterLab
+	$(BIN)/python -m course lab
+
+test: setup lint  ## Set up and run every test
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+lint: setup  ## ruff: lint and format check (no changes)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup  ## ruff: format and fix, then rebuild the source notebooks
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+	$(BIN)/python -m course.authoring
+
+notebooks: setup  ## Rebuild source/*/*.ipynb from their percent .py files
+	$(BIN)/python -m course.authoring
+
+release: notebooks  ## Regenerate release/ from source/ (nbgrader generate_assignment)
+	$(BIN)/python -m course release
+
+clean:  ## Remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,116 @@
+"""Build the source notebooks from their jupytext percent files.
+
+Each ``source/<a>/<a>.py`` is the authored truth of ``source/<a>/<a>.ipynb``. A cell
+header names its nbgrader role in short form, and the build writes the full nbgrader
+metadata (schema 3)::
+
+    # %% answer="head_params"            autograded answer cell
+    # %% test="test_head_params_shape" points=1
+    # %% [markdown] task="why_out_in" points=2
+    # %% / # %% [markdown]               read-only (locked) cell
+
+Cell ids are the grade ids, so the build is deterministic and ``--check`` can prove
+every pair in sync.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = {
+    "grade": False,
+    "locked": False,
+    "schema_version": 3,
+    "solution": False,
+    "task": False,
+}
+
+
+def _nbgrader(meta: dict, kind: str, index: int) -> dict:
+    if "answer" in meta:
+        return {**BASE, "solution": True, "grade_id": meta.pop("answer")}
+    if "test" in meta:
+        points = meta.pop("points")
+        return {
+            **BASE,
+            "grade": True,
+            "locked": True,
+            "grade_id": meta.pop("test"),
+            "points": points,
+        }
+    if "task" in meta:
+        points = meta.pop("points")
+        return {
+            **BASE,
+            "task": True,
+            "locked": True,
+            "grade_id": meta.pop("task"),
+            "points": points,
+        }
+    return {**BASE, "locked": True, "grade_id": f"{kind}-{index:02d}"}
+
+
+def build(py_path: Path) -> nbformat.NotebookNode:
+    """Read one percent file and return its nbgrader source notebook."""
+    nb = jupytext.read(py_path, fmt="py:percent")
+    nb.metadata = {
+        "kernelspec": nb.metadata["kernelspec"],
+        "language_info": {"name": "python"},
+    }
+    for index, cell in enumerate(nb.cells):
+        meta = dict(cell.metadata)
+        meta.pop("lines_to_next_cell", None)
+        grading = _nbgrader(meta, cell.cell_type, index)
+        cell.metadata = {**meta, "nbgrader": grading}
+        cell.id = grading["grade_id"]
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nbformat.validate(nb)
+    return nb
+
+
+def notebook_text(nb: nbformat.NotebookNode) -> str:
+    """The exact text a built notebook is stored as."""
+    return nbformat.writes(nb, version=4) + "\n"
+
+
+def sources(root: Path = ROOT) -> list[Path]:
+    """Every ``source/<a>/<a>.py``."""
+    return sorted(
+        p for p in (root / "source").glob("*/*.py") if p.stem == p.parent.name
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build (or with ``--check`` verify) every source notebook."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check", action="store_true", help="fail if any .ipynb is stale"
+    )
+    args = parser.parse_args(argv)
+    stale = []
+    for py in sources():
+        target = py.with_suffix(".ipynb")
+        text = notebook_text(build(py))
+        if target.exists() and target.read_text("utf-8") == text:
+            continue
+        stale.append(target)
+        if not args.check:
+            target.write_text(text, "utf-8")
+            print(f"built {target.relative_to(ROOT)}")
+    if args.check and stale:
+        print(
+            "stale (run `make notebooks`):", *[str(p.relative_to(ROOT)) for p in stale]
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""What the notebooks' test cells call.
+
+Every check raises :class:`CheckFailed` with a sentence written for the student: what
+is wrong, and where a known misconception explains it, its name. IPython shows that
+sentence alone, never a traceback into this package or the test cell.
+
+The per-assignment modules (``config``, ``outputs``, ``heads``, ...) hold the checks
+of one notebook each. Their oracles are independent of any solution: the model's own
+outputs, bertviz's neuron-view model, ``torch.nn`` modules, and torch's softmax.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import traceback
+from collections.abc import Callable, Iterable
+
+import torch
+
+# References taken at import, before any student code runs, so that a notebook which
+# redefines ``torch.allclose`` and friends does not change how it is graded.
+_Tensor = torch.Tensor
+_isinstance = isinstance
+_float64 = torch.float64
+
+
+class CheckFailed(AssertionError):
+    """A test cell's verdict, written for the student."""
+
+    def _render_traceback_(self):  # IPython shows this instead of a traceback
+        return [f"CheckFailed: {self}"]
+
+
+class ShortcutUsed(CheckFailed):
+    """Raised when a check forbids a library shortcut and the answer used it."""
+
+
+def fail(message: str) -> None:
+    """Raise :class:`CheckFailed` with ``message``."""
+    raise CheckFailed(message)
+
+
+def _student_frame(tb) -> str:
+    """The last frame of the traceback that lies in notebook code, as a short note."""
+    frames = [
+        f
+        for f in traceback.extract_tb(tb)
+        if "ipykernel" in f.filename or "<" in f.filename
+    ]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (in your code: `{(f.line or '').strip()}`, line {f.lineno} of its cell)"
+
+
+def call(fn: Callable, *args, name: str | None = None, **kwargs):
+    """Call a student's function, turning any crash into a readable verdict.
+
+    Parameters
+    ----------
+    fn : callable
+        The student's function or class.
+    *args, **kwargs
+        Passed on.
+    name : str, optional
+        How to name ``fn`` in messages (default: its ``__name__``).
+    """
+    name = name or getattr(fn, "__name__", "your function")
+    if not callable(fn):
+        fail(f"`{name}` should be a function, but it is a {type(fn).__name__}.")
+    try:
+        return fn(*args, **kwargs)
+    except CheckFailed:
+        raise
+    except NotImplementedError:
+        fail(f"`{name}` is not written yet: it still raises NotImplementedError.")
+    except Exception as err:  # noqa: BLE001 - any crash becomes feedback
+        raise CheckFailed(
+            f"`{name}` raised {type(err).__name__}: {err}{_student_frame(err.__traceback__)}"
+        ) from None
+
+
+def expect_tensor(x, name: str) -> _Tensor:
+    """Fail unless ``x`` is a torch tensor; return it."""
+    if not _isinstance(x, _Tensor):
+        fail(f"{name} should be a torch.Tensor, but it is a {type(x).__name__}.")
+    return x
+
+
+def expect_shape(x, shape: Iterable[int], name: str, hint: str = "") -> _Tensor:
+    """Fail unless ``x`` is a tensor of exactly ``shape``."""
+    x = expect_tensor(x, name)
+    shape = tuple(shape)
+    if tuple(x.shape) != shape:
+        msg = f"{name} should have shape {shape}, but it has shape {tuple(x.shape)}."
+        fail(f"{msg} {hint}".strip())
+    return x
+
+
+def expect_finite(x: _Tensor, name: str, hint: str = "") -> None:
+    """Fail if ``x`` holds NaN or inf."""
+    if not bool(torch.isfinite(x).all()):
+        fail(f"{name} contains NaN or inf. {hint}".strip())
+
+
+def max_diff(a: _Tensor, b: _Tensor) -> float:
+    """Largest absolute difference, computed in float64."""
+    a = a.detach().to(_float64)
+    b = b.detach().to(_float64)
+    if a.shape != b.shape:
+        return math.inf
+    if a.numel() == 0:
+        return 0.0
+    return float((a - b).abs().max())
+
+
+def is_close(a: _Tensor, b: _Tensor, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
+    """``|a - b| <= atol + rtol * |b|`` everywhere, in float64, shapes equal."""
+    a = a.detach().to(_float64)
+    b = b.detach().to(_float64)
+    if a.shape != b.shape:
+        return False
+    return bool(((a - b).abs() <= atol + rtol * b.abs()).all())
+
+
+def expect_close(
+    actual,
+    expected: _Tensor,
+    name: str,
+    *,
+    atol: float = 1e-4,
+    rtol: float = 1e-4,
+    diagnose: dict[str, _Tensor] | None = None,
+    what: str = "the reference",
+) -> None:
+    """Fail unless ``actual`` matches ``expected`` within float32 tolerance.
+
+    Parameters
+    ----------
+    actual, expected : Tensor
+        Student's value and the oracle's. ``actual`` may be float32 or float64.
+    name : str
+        How to name the value in the message.
+    diagnose : dict, optional
+        ``{message: wrong_value}``: what a known misconception would have produced.
+        If ``actual`` matches one of them, that message is the verdict.
+    what : str
+        What ``expected`` comes from, e.g. "the model's attentions".
+    """
+    actual = expect_shape(actual, expected.shape, name)
+    if actual.is_complex() or not (actual.is_floating_point()):
+        fail(f"{name} should hold floats, but its dtype is {actual.dtype}.")
+    if is_close(actual, expected, atol, rtol):
+        return
+    for message, wrong in (diagnose or {}).items():
+        if wrong.shape == expected.shape and is_close(actual, wrong, atol, rtol):
+            fail(f"{name} is wrong: {message}")
+    expect_finite(actual, name)
+    fail(
+        f"{name} does not match {what}: the largest difference is "
+        f"{max_diff(actual, expected):.3g} (allowed about {atol:g})."
+    )
+
+
+def expect_equal(actual, expected, name: str, hint: str = "") -> None:
+    """Fail unless ``actual == expected`` (plain Python values)."""
+    if actual != expected:
+        fail(f"{name} should be {expected!r}, but it is {actual!r}. {hint}".strip())
+
+
+@contextlib.contextmanager
+def forbid(targets: Iterable[tuple[object, str]], why: str):
+    """Make library shortcuts raise :class:`ShortcutUsed` while the block runs.
+
+    Parameters
+    ----------
+    targets : iterable of (owner, attribute)
+        E.g. ``[(torch, "softmax"), (self_attn, "forward")]``.
+    why : str
+        The lesson, said when the shortcut is used.
+    """
+    saved = []
+
+    def blocked(*_args, **_kwargs):
+        raise ShortcutUsed(why)
+
+    for owner, attr in targets:
+        saved.append((owner, attr, owner.__dict__.get(attr, _MISSING)))
+        setattr(owner, attr, blocked)
+    try:
+        yield
+    finally:
+        for owner, attr, old in reversed(saved):
+            if old is _MISSING:
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, old)
+
+
+_MISSING = object()
+
+
+def no_forward(*modules: torch.nn.Module, lesson: str):
+    """Forbid calling each module (its ``forward``) while the block runs."""
+    return forbid([(m, "forward") for m in modules], lesson)
+
+
+def softmax_forbidden(lesson: str):
+    """Forbid torch's softmax functions while the block runs."""
+    F = torch.nn.functional
+    return forbid(
+        [
+            (torch, "softmax"),
+            (F, "softmax"),
+            (_Tensor, "softmax"),
+            (torch.special, "softmax"),
+            (torch.nn.Softmax, "forward"),
+            (F, "log_softmax"),
+            (torch, "log_softmax"),
+            (_Tensor, "log_softmax"),
+        ],
+        lesson,
+    )
+
+
+def score_line(passed: bool, message: str) -> None:
+    """Print a one-line verdict (used by checks that pass with a remark)."""
+    print(("✓ " if passed else "✗ ") + message)

@@ -1,0 +1,284 @@
+"""Checks for 01_config: the config, the parameter count, where weights live."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from transformers import BertConfig, BertModel
+
+from .. import models
+from . import call, expect_close, expect_equal, fail
+
+KEYS = (
+    "num_layers",
+    "num_heads",
+    "hidden_size",
+    "head_size",
+    "intermediate_size",
+    "vocab_size",
+    "max_positions",
+)
+
+
+def _config_truth(c) -> dict:
+    """What each key means, read off the config's own attribute names."""
+    return {
+        "num_layers": c.num_hidden_layers,
+        "num_heads": c.num_attention_heads,
+        "hidden_size": c.hidden_size,
+        "head_size": c.hidden_size // c.num_attention_heads,
+        "intermediate_size": c.intermediate_size,
+        "vocab_size": c.vocab_size,
+        "max_positions": c.max_position_embeddings,
+    }
+
+
+def _random_configs(seed: int, n: int = 6):
+    rng = random.Random(seed)
+    for _ in range(n):
+        heads = rng.choice([1, 2, 3, 5, 6, 8, 16])
+        d = rng.choice([4, 7, 16, 24, 48, 80])
+        yield BertConfig(
+            vocab_size=rng.randint(50, 5000),
+            hidden_size=heads * d,
+            num_hidden_layers=rng.randint(1, 24),
+            num_attention_heads=heads,
+            intermediate_size=rng.choice([3, 4]) * heads * d + rng.randint(0, 9),
+            max_position_embeddings=rng.choice([16, 128, 333, 1024]),
+        )
+
+
+def _check_description(fn, config) -> None:
+    got = call(fn, config, name="describe_config")
+    if not isinstance(got, dict):
+        fail(
+            f"describe_config should return a dict, but it returned {type(got).__name__}."
+        )
+    missing = [k for k in KEYS if k not in got]
+    if missing:
+        fail(f"describe_config's dict is missing the key(s) {missing}.")
+    truth = _config_truth(config)
+    if (
+        got["num_heads"] == truth["hidden_size"]
+        and got["hidden_size"] == truth["num_heads"]
+    ):
+        fail("num_heads and hidden_size are swapped: hidden_size is D, num_heads is H.")
+    for key in KEYS:
+        value = got[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            fail(f"describe_config's {key!r} should be an int, but it is {value!r}.")
+        if key == "head_size" and value != truth[key] and value in (32, 64):
+            fail(
+                f"head_size is {value} for a config with hidden_size {config.hidden_size} "
+                f"and {config.num_attention_heads} heads: it looks hard-coded. Derive it: "
+                "D // H."
+            )
+        expect_equal(value, truth[key], f"describe_config(config)[{key!r}]")
+
+
+def describe_config_keys(fn) -> None:
+    """The result is a dict with the seven keys, each an int."""
+    config = models.oracle_model().config
+    got = call(fn, config, name="describe_config")
+    if not isinstance(got, dict):
+        fail(
+            f"describe_config should return a dict, but it returned {type(got).__name__}."
+        )
+    missing = [k for k in KEYS if k not in got]
+    if missing:
+        fail(f"describe_config's dict is missing the key(s) {missing}.")
+    bad = [k for k in KEYS if isinstance(got[k], bool) or not isinstance(got[k], int)]
+    if bad:
+        fail(f"These values should be Python ints: {bad}.")
+
+
+def describe_config_course_model(fn) -> None:
+    """The values match the course model's config."""
+    _check_description(fn, models.oracle_model().config)
+
+
+def describe_config_random(fn, seed: int) -> None:
+    """The values match configs of other sizes (nothing hard-coded)."""
+    for config in _random_configs(seed):
+        _check_description(fn, config)
+
+
+def bert_parameter_count(c) -> int:
+    """Parameters of a BertModel with pooler, from its config alone (the oracle)."""
+    D, inner = c.hidden_size, c.intermediate_size
+    embeddings = (
+        c.vocab_size + c.max_position_embeddings + c.type_vocab_size
+    ) * D + 2 * D
+    attention = 4 * (D * D + D) + 2 * D
+    feed_forward = (D * inner + inner) + (inner * D + D) + 2 * D
+    pooler = D * D + D
+    return embeddings + c.num_hidden_layers * (attention + feed_forward) + pooler
+
+
+def _expect_count(fn, model, truth: int, what: str) -> None:
+    got = call(fn, model, name="count_parameters")
+    if isinstance(got, torch.Tensor) and got.numel() == 1:
+        fail("count_parameters should return a Python int: use int(...) or .item().")
+    if isinstance(got, bool) or not isinstance(got, int):
+        fail(
+            f"count_parameters should return an int, but it returned {type(got).__name__}."
+        )
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if got == trainable and got != truth:
+        fail(f"On {what} you counted only trainable parameters; frozen ones count too.")
+    buffers = sum(b.numel() for b in model.buffers())
+    if buffers and got == truth + buffers:
+        fail(
+            f"On {what} you counted buffers (such as position_ids); they are not parameters."
+        )
+    if got > truth:
+        fail(
+            f"On {what} you counted {got} but it has {truth}: a weight shared by two "
+            "modules (tied weights) is one parameter and counts once."
+        )
+    expect_equal(got, truth, f"count_parameters on {what}")
+
+
+def count_parameters_course_model(fn) -> None:
+    """The count matches the course model (computed from its config)."""
+    model = models.oracle_model()
+    _expect_count(fn, model, bert_parameter_count(model.config), "the course model")
+
+
+def count_parameters_random(fn, seed: int) -> None:
+    """Counts on other BERT sizes, a partly frozen model and one with tied weights."""
+    for i, config in enumerate(_random_configs(seed, n=2)):
+        config.num_hidden_layers = 1 + i
+        config.vocab_size = 60
+        model = BertModel(config)
+        _expect_count(fn, model, bert_parameter_count(config), "a BERT of another size")
+    torch.manual_seed(seed)
+    frozen = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Linear(7, 3))
+    frozen[0].requires_grad_(False)
+    _expect_count(fn, frozen, (5 * 7 + 7) + (7 * 3 + 3), "a model with a frozen layer")
+    tied = torch.nn.Sequential(
+        torch.nn.Embedding(11, 6), torch.nn.Linear(6, 11, bias=False)
+    )
+    tied[1].weight = tied[0].weight
+    _expect_count(fn, tied, 11 * 6, "a model whose output layer shares the embedding")
+
+
+def _expect_query(fn, model, index: int) -> None:
+    got = call(fn, model, index, name="query_linear")
+    self_attn = model.encoder.layer[index].attention.self
+    if got is self_attn.query:
+        return
+    if isinstance(got, torch.Tensor):
+        fail(
+            "query_linear should return the nn.Linear module itself, not a weight tensor."
+        )
+    if not isinstance(got, torch.nn.Linear):
+        fail(
+            f"query_linear should return an nn.Linear, but returned {type(got).__name__}."
+        )
+    if got is self_attn.key or got is self_attn.value:
+        which = "key" if got is self_attn.key else "value"
+        fail(
+            f"query_linear returned layer {index}'s {which} projection, not its query."
+        )
+    for i, layer in enumerate(model.encoder.layer):
+        if got is layer.attention.self.query:
+            fail(
+                f"query_linear(model, {index}) returned layer {i}'s query: layers count from 0."
+            )
+    if torch.equal(got.weight, self_attn.query.weight):
+        fail(
+            "query_linear returned a copy of the query projection. Return the very module "
+            "object (so that changing it changes the model)."
+        )
+    fail(f"query_linear(model, {index}) is not layer {index}'s query projection.")
+
+
+def query_linear_first_layer(fn) -> None:
+    """query_linear(model, 0) is the course model's layer-0 query module itself."""
+    _expect_query(fn, models.oracle_model(), 0)
+
+
+def query_linear_random(fn, seed: int) -> None:
+    """Every layer of BERTs with other depths."""
+    rng = random.Random(seed)
+    for _ in range(2):
+        model = models.tiny_bert(seed=rng.randint(0, 999), num_layers=rng.randint(2, 5))
+        for index in range(model.config.num_hidden_layers):
+            _expect_query(fn, model, index)
+
+
+def _outputs(model, input_ids):
+    with torch.no_grad():
+        return model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids))
+
+
+def _expect_resized(fn, model, max_len: int, seed: int, compare: bool) -> None:
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    old_rows = model.config.max_position_embeddings
+    new = call(fn, model, max_len, name="with_max_positions")
+    for k, v in model.state_dict().items():
+        if (
+            k not in before
+            or v.shape != before[k].shape
+            or not torch.equal(v, before[k])
+        ):
+            fail(
+                "with_max_positions changed the original model; build a new one instead."
+            )
+    if model.config.max_position_embeddings != old_rows:
+        fail("with_max_positions changed the original model's config; copy it first.")
+    if new is model:
+        fail(
+            "with_max_positions returned the original model; it should return a new one."
+        )
+    if type(new) is not type(model):
+        fail(
+            f"with_max_positions should return a {type(model).__name__}, not {type(new).__name__}."
+        )
+    rows = new.embeddings.position_embeddings.weight.shape[0]
+    if rows != max_len:
+        fail(f"The new position embedding has {rows} rows; it should have {max_len}.")
+    if new.config.max_position_embeddings != max_len:
+        fail(
+            "The embedding was resized but new.config.max_position_embeddings is "
+            f"{new.config.max_position_embeddings}: the structural change goes through "
+            "the config, so the config must say the new size."
+        )
+    if not compare:
+        return
+    gen = torch.Generator().manual_seed(seed)
+    for length in (1, max_len // 2 + 1, max_len):
+        ids = torch.randint(1, model.config.vocab_size, (2, length), generator=gen)
+        want, got = _outputs(model, ids), _outputs(new.eval(), ids)
+        expect_close(
+            got.last_hidden_state,
+            want.last_hidden_state,
+            f"the new model's last_hidden_state on {length} tokens",
+            diagnose={},
+            what="the original model's (were all weights copied?)",
+        )
+
+
+def with_max_positions_structure(fn) -> None:
+    """A new model whose config and position embedding have max_len rows."""
+    _expect_resized(fn, models.fresh_model(), 40, seed=0, compare=False)
+
+
+def with_max_positions_outputs(fn) -> None:
+    """On short inputs the new model's outputs equal the original's."""
+    _expect_resized(fn, models.fresh_model(), 40, seed=0, compare=True)
+
+
+def with_max_positions_random(fn, seed: int) -> None:
+    """Other model sizes and lengths: weights copied, original untouched."""
+    rng = random.Random(seed)
+    for _ in range(3):
+        model = models.tiny_bert(
+            seed=rng.randint(0, 999),
+            num_layers=rng.randint(1, 3),
+            num_heads=rng.choice([2, 3, 4]),
+            max_positions=rng.choice([32, 48]),
+        )
+        _expect_resized(fn, model, rng.randint(5, 20), seed=seed, compare=True)

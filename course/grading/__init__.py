@@ -1,0 +1,109 @@
+"""Run nbgrader on a course folder and read what it decided.
+
+These are the building blocks of ``python -m course`` and of the tests that grade
+fixture submissions; all of them work on any course root (the repository, or a
+copy in a temporary folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def assignments(root: Path = ROOT) -> list[str]:
+    """Assignment names, i.e. the folders of ``source/``, in course order."""
+    return sorted(p.name for p in (root / "source").iterdir() if p.is_dir())
+
+
+def make_course(dest: Path, root: Path = ROOT) -> Path:
+    """Copy ``source/`` and ``nbgrader_config.py`` into a fresh course folder."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy(root / "nbgrader_config.py", dest / "nbgrader_config.py")
+    shutil.copytree(root / "source", dest / "source", dirs_exist_ok=True)
+    return dest
+
+
+def nbgrader(*args: str, root: Path, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``nbgrader ARGS`` with ``root`` as the course folder and cwd."""
+    cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}"]
+    # nbgrader runs `alembic` and `jupyter` from PATH: put this interpreter's first.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def release(names: list[str], root: Path = ROOT) -> None:
+    """Generate ``release/<a>`` for each assignment (``nbgrader generate_assignment``)."""
+    for name in names:
+        nbgrader("generate_assignment", name, "--force", root=root)
+
+
+def notebook_path(
+    root: Path, stage: str, assignment: str, student: str | None = None
+) -> Path:
+    """``<root>/<stage>[/<student>]/<a>/<a>.ipynb``."""
+    parts = (
+        [stage] + ([student] if student else []) + [assignment, f"{assignment}.ipynb"]
+    )
+    return root.joinpath(*parts)
+
+
+def cell_scores(
+    root: Path, assignment: str
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """``{student: {grade_id: (score, max_score)}}`` from the course's gradebook."""
+    from nbgrader.api import Gradebook
+
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for sub in gb.assignment_submissions(assignment):
+            cells = out.setdefault(sub.student.id, {})
+            for nb in sub.notebooks:
+                for grade in nb.grades:
+                    cells[grade.name] = (grade.score, grade.max_score)
+    return out
+
+
+def cell_messages(path: Path) -> dict[str, str]:
+    """``{grade_id: error text}`` for each cell of an executed notebook that failed."""
+    nb = json.loads(path.read_text("utf-8"))
+    out = {}
+    for cell in nb["cells"]:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if grade_id and errors:
+            out[grade_id] = "\n".join(f"{e['ename']}: {e['evalue']}" for e in errors)
+    return out
+
+
+def validate(path: Path) -> list[str]:
+    """Run nbgrader's Validator on one notebook; return one line per failing cell.
+
+    ``nbgrader validate`` exits 0 even when tests fail, so callers that need a
+    verdict use this instead. An empty list means every cell ran and passed.
+    """
+    from nbgrader.validator import Validator
+    from traitlets.config import Config
+
+    config = Config()
+    config.Validator.validate_all = True
+    config.Execute.timeout = 120
+    result = Validator(config=config).validate(str(path))
+    lines = []
+    for key, cells in result.items():
+        for cell in cells:
+            first = cell.get("source", "").strip().splitlines()[:1]
+            lines.append(
+                f"{key}: {first[0] if first else ''} -> {cell.get('raw_error', '')}"
+            )
+    return lines

@@ -1,0 +1,58 @@
+"""``python -m course check``: full grading of one's own notebook, for self-study.
+
+JupyterLab's Validate button runs only the visible tests. This runs a real
+``nbgrader autograde`` (hidden tests included) in a temporary course folder and
+prints, per exercise, the points and the verdict of each test cell — never the test
+code itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import cell_messages, cell_scores, make_course, nbgrader, notebook_path, release
+
+
+def grade_one(notebook: Path, assignment: str) -> tuple[dict, dict]:
+    """Autograde ``notebook`` as ``assignment``: ``(scores, messages)`` per cell."""
+    with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
+        root = make_course(Path(tmp))
+        release([assignment], root)
+        dest = notebook_path(root, "submitted", assignment, "me")
+        dest.parent.mkdir(parents=True)
+        shutil.copy(notebook, dest)
+        nbgrader("autograde", assignment, root=root)
+        scores = cell_scores(root, assignment).get("me", {})
+        messages = cell_messages(notebook_path(root, "autograded", assignment, "me"))
+    return scores, messages
+
+
+def report(scores: dict, messages: dict) -> str:
+    """Points per test cell with its verdict, and the total."""
+    lines, total, most = [], 0.0, 0.0
+    for cell, (score, max_score) in scores.items():
+        if not cell.startswith("test_"):
+            continue
+        total, most = total + (score or 0), most + max_score
+        mark = "✓" if score == max_score else "✗"
+        lines.append(f"{mark} {cell:45s} {score or 0:g}/{max_score:g}")
+        if cell in messages:
+            lines.append("    " + messages[cell].replace("\n", "\n    "))
+    lines.append(
+        f"Total (autograded): {total:g}/{most:g}; written answers are graded by hand."
+    )
+    return "\n".join(lines)
+
+
+def run(notebook: Path, assignment: str | None = None) -> int:
+    """Grade, print the report; exit status 0 when every autograded point is earned."""
+    if not notebook.exists():
+        print(f"No notebook at {notebook}.")
+        return 2
+    assignment = assignment or notebook.stem
+    scores, messages = grade_one(notebook, assignment)
+    print(report(scores, messages))
+    lost = any(s != m for c, (s, m) in scores.items() if c.startswith("test_"))
+    return 1 if lost else 0

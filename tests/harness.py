@@ -1,0 +1,110 @@
+"""Grade fixture submissions with a real ``nbgrader autograde`` run.
+
+A fixture module ``tests/fixtures/a<NN>.py`` (for assignment ``<NN>_...``) defines
+
+* ``ALTERNATIVES``: ``{answer_cell_id: code}``, correct answers written another way;
+  one submission holds all of them and must earn full marks;
+* ``MUTANTS``: a list of :class:`Mutant`, each one wrong answer with the test cells it
+  must lose and a piece of the message each must show. Mutants of different cells
+  are graded together, round by round, in one submission per round.
+
+Every other test cell of a submission must keep its full points, so a mutant that
+drags down an unrelated exercise fails the test too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course import grading
+
+SOLUTION = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+
+
+@dataclass
+class Mutant:
+    """One wrong answer: cell id, its code, and ``{test_cell: message piece}``."""
+
+    cell: str
+    name: str
+    code: str
+    fails: dict[str, str] = field(default_factory=dict)
+
+
+def fixture_module(assignment: str):
+    return importlib.import_module(f"fixtures.a{assignment[:2]}")
+
+
+def reference_answers(root: Path, assignment: str) -> dict[str, str]:
+    """The solution code of every answer cell, markers removed."""
+    nb = json.loads(grading.notebook_path(root, "source", assignment).read_text())
+    out = {}
+    for cell in nb["cells"]:
+        meta = cell["metadata"].get("nbgrader", {})
+        if meta.get("solution") and cell["cell_type"] == "code":
+            out[meta["grade_id"]] = SOLUTION.sub("", "".join(cell["source"]))
+        elif meta.get("task") or (
+            meta.get("solution") and cell["cell_type"] == "markdown"
+        ):
+            out[meta["grade_id"]] = "A written answer."
+    return out
+
+
+def fill(release_nb: dict, answers: dict[str, str]) -> dict:
+    """A copy of the release notebook with the given answer cells replaced."""
+    nb = json.loads(json.dumps(release_nb))
+    for cell in nb["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell["source"] = answers[grade_id]
+    return nb
+
+
+def submissions(root: Path, assignment: str) -> dict[str, tuple[dict, dict[str, str]]]:
+    """``{student: (notebook, {failing test cell: message piece})}``."""
+    fixtures = fixture_module(assignment)
+    release_nb = json.loads(
+        grading.notebook_path(root, "release", assignment).read_text()
+    )
+    reference = reference_answers(root, assignment)
+    subs = {
+        "reference": (fill(release_nb, reference), {}),
+        "alternatives": (fill(release_nb, {**reference, **fixtures.ALTERNATIVES}), {}),
+    }
+    by_cell = itertools.groupby(
+        sorted(fixtures.MUTANTS, key=lambda m: m.cell), lambda m: m.cell
+    )
+    columns = [list(group) for _, group in by_cell]
+    for k, round_ in enumerate(itertools.zip_longest(*columns)):
+        mutants = [m for m in round_ if m is not None]
+        answers = {**reference, **{m.cell: m.code for m in mutants}}
+        expected = {cell: piece for m in mutants for cell, piece in m.fails.items()}
+        subs[f"mutants{k}"] = (fill(release_nb, answers), expected)
+    return subs
+
+
+def autograde(root: Path, assignment: str, subs: dict) -> tuple[dict, dict]:
+    """Submit, autograde, and return ``(cell_scores, {student: cell_messages})``."""
+    for student, (nb, _) in subs.items():
+        path = grading.notebook_path(root, "submitted", assignment, student)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(nb))
+    grading.nbgrader("autograde", assignment, "--force", root=root)
+    scores = grading.cell_scores(root, assignment)
+    messages = {
+        s: grading.cell_messages(
+            grading.notebook_path(root, "autograded", assignment, s)
+        )
+        for s in subs
+    }
+    return scores, messages
+
+
+def graded_cells(scores: dict) -> list[str]:
+    """Ids of the autograded test cells (those with points that are not tasks)."""
+    return [cell for cell in scores if cell.startswith("test_")]

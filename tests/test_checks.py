@@ -1,0 +1,93 @@
+"""course.checks core: verdicts, tolerances, diagnosis, forbidden shortcuts."""
+
+import pytest
+import torch
+
+from course import checks
+from course.checks import CheckFailed
+
+
+def test_call_turns_not_implemented_into_a_sentence():
+    def todo(x):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="not written yet"):
+        checks.call(todo, 1)
+
+
+def test_call_reports_the_crash_and_not_a_deep_traceback():
+    def broken(x):
+        return x @ torch.ones(3, 2)
+
+    with pytest.raises(CheckFailed, match="raised RuntimeError") as info:
+        checks.call(broken, torch.ones(2, 2))
+    assert info.value._render_traceback_()[0].startswith("CheckFailed: ")
+
+
+def test_call_rejects_non_callables():
+    with pytest.raises(CheckFailed, match="should be a function"):
+        checks.call(42)
+
+
+def test_expect_shape_names_the_shapes():
+    with pytest.raises(CheckFailed, match=r"shape \(2, 3\).*shape \(3, 2\)"):
+        checks.expect_shape(torch.zeros(3, 2), (2, 3), "x")
+    with pytest.raises(CheckFailed, match="torch.Tensor"):
+        checks.expect_shape([[0.0]], (1, 1), "x")
+
+
+def test_expect_close_accepts_float64_and_float32_noise():
+    expected = torch.randn(4, 5)
+    checks.expect_close(expected.double() + 1e-6, expected, "x")
+
+
+def test_expect_close_names_the_matching_misconception():
+    expected = torch.randn(4, 4)
+    wrong = expected.T.contiguous()
+    with pytest.raises(CheckFailed, match="transposed"):
+        checks.expect_close(wrong, expected, "x", diagnose={"transposed": wrong})
+
+
+def test_expect_close_reports_nan_and_size_of_error():
+    expected = torch.zeros(3)
+    with pytest.raises(CheckFailed, match="NaN"):
+        checks.expect_close(torch.tensor([0.0, float("nan"), 0.0]), expected, "x")
+    with pytest.raises(CheckFailed, match="largest difference is 0.5"):
+        checks.expect_close(torch.tensor([0.0, 0.5, 0.0]), expected, "x")
+
+
+def test_expect_close_rejects_integer_tensors():
+    with pytest.raises(CheckFailed, match="floats"):
+        checks.expect_close(torch.zeros(2, dtype=torch.long), torch.zeros(2), "x")
+
+
+def test_softmax_forbidden_blocks_every_route_and_restores_them():
+    x = torch.randn(2, 3)
+    routes = [
+        lambda: torch.softmax(x, -1),
+        lambda: torch.nn.functional.softmax(x, dim=-1),
+        lambda: x.softmax(-1),
+        lambda: torch.nn.Softmax(dim=-1)(x),
+    ]
+    with checks.softmax_forbidden("by hand"):
+        for route in routes:
+            with pytest.raises(checks.ShortcutUsed, match="by hand"):
+                route()
+    for route in routes:
+        assert torch.allclose(route(), torch.softmax(x, -1))
+
+
+def test_no_forward_blocks_one_module_only():
+    a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    with checks.no_forward(a, lesson="compute it yourself"):
+        with pytest.raises(checks.ShortcutUsed, match="compute it yourself"):
+            a(torch.ones(2))
+        b(torch.ones(2))
+    a(torch.ones(2))
+    assert "forward" not in a.__dict__
+
+
+def test_grading_uses_references_taken_before_student_code(monkeypatch):
+    monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
+    with pytest.raises(CheckFailed):
+        checks.expect_close(torch.ones(2), torch.zeros(2), "x")

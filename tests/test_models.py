@@ -1,0 +1,80 @@
+"""course.models: the embedded model, COURSE_MODEL, bertviz's twin, tiny BERTs."""
+
+import pytest
+import torch
+
+from course import models
+from course.data import SAMPLE_TEXT
+
+
+def test_course_model_gives_attentions_and_hidden_states():
+    model, tokenizer = models.load()
+    enc = tokenizer(SAMPLE_TEXT, return_tensors="pt")
+    out = model(**enc)
+    c = model.config
+    T = enc["input_ids"].shape[1]
+    assert len(out.attentions) == c.num_hidden_layers
+    assert out.attentions[0].shape == (1, c.num_attention_heads, T, T)
+    assert len(out.hidden_states) == c.num_hidden_layers + 1
+    assert not model.training
+    rows = out.attentions[-1].sum(-1)
+    assert torch.allclose(rows, torch.ones_like(rows), atol=1e-5)
+
+
+def test_oracle_model_is_a_separate_object_with_equal_weights():
+    a, b = models.load_model(), models.oracle_model()
+    assert a is not b
+    assert torch.equal(a.pooler.dense.weight, b.pooler.dense.weight)
+
+
+def test_missing_model_fails_with_one_sentence(monkeypatch, tmp_path):
+    monkeypatch.setenv(models.ENV_VAR, str(tmp_path / "no-such-bert"))
+    with pytest.raises(models.ModelNotAvailable) as info:
+        models.load_model()
+    text = str(info.value)
+    assert "not available on this machine" in text and models.ENV_VAR in text
+    assert info.value.__cause__ is None  # no hub traceback chained behind it
+    assert info.value._render_traceback_() == [f"ModelNotAvailable: {text}"]
+
+
+def test_missing_hub_id_fails_offline(monkeypatch):
+    with pytest.raises(models.ModelNotAvailable, match="bert-large-cased"):
+        models.load_tokenizer("bert-large-cased")
+
+
+def test_neuron_view_model_matches_transformers():
+    model, tokenizer = models.load()
+    nv_model, nv_tokenizer = models.neuron_view_model()
+    assert nv_tokenizer.tokenize(SAMPLE_TEXT) == tokenizer.tokenize(SAMPLE_TEXT)
+    enc = tokenizer(SAMPLE_TEXT, return_tensors="pt")
+    with torch.no_grad():
+        ours = model(**enc)
+        theirs = nv_model(enc["input_ids"], token_type_ids=enc["token_type_ids"])
+    for layer, entry in enumerate(theirs[-1]):
+        assert sorted(entry) == ["attn", "keys", "queries"]
+        assert torch.allclose(entry["attn"], ours.attentions[layer], atol=1e-5)
+    assert torch.allclose(theirs[0], ours.last_hidden_state, atol=1e-4)
+
+
+@pytest.mark.parametrize("heads,head_size,layers", [(1, 4, 1), (3, 5, 2), (6, 2, 3)])
+def test_tiny_bert_shapes_follow_the_arguments(heads, head_size, layers):
+    model = models.tiny_bert(
+        seed=0, num_layers=layers, num_heads=heads, head_size=head_size
+    )
+    out = model(torch.tensor([[1, 2, 3, 4]]))
+    assert out.last_hidden_state.shape == (1, 4, heads * head_size)
+    assert out.attentions[0].shape == (1, heads, 4, 4)
+    assert len(out.hidden_states) == layers + 1
+
+
+def test_tiny_bert_is_seeded_and_has_nonzero_biases():
+    a, b = models.tiny_bert(seed=3), models.tiny_bert(seed=3)
+    assert torch.equal(
+        a.encoder.layer[0].attention.self.query.bias,
+        b.encoder.layer[0].attention.self.query.bias,
+    )
+    assert a.encoder.layer[0].attention.self.query.bias.abs().sum() > 0
+    assert not torch.equal(
+        a.embeddings.word_embeddings.weight,
+        models.tiny_bert(seed=4).embeddings.word_embeddings.weight,
+    )

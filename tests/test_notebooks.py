@@ -1,0 +1,133 @@
+"""Source notebooks: in sync with their percent files, clean, valid, and released.
+
+* every ``source/<a>/<a>.ipynb`` equals the build of ``<a>.py`` (no hand edits);
+* no outputs are stored in source/;
+* the answer and test cell ids keep the COURSE_SPEC contract;
+* every source notebook runs top to bottom with every test passing (Validator);
+* ``release/`` equals a fresh ``nbgrader generate_assignment`` and holds no solution.
+"""
+
+import json
+
+import pytest
+
+from course import authoring, grading
+
+ASSIGNMENTS = grading.assignments()
+
+SPEC_IDS = {
+    "01_config": [
+        "describe_config",
+        "count_parameters",
+        "query_linear",
+        "with_max_positions",
+        "why_out_in",
+    ],
+    "02_outputs": ["encode", "output_shapes", "pooler", "neuron_view_keys"],
+    "03_head_slicing": ["head_params", "project_head", "first_head_qkv"],
+    "04_split_heads": ["split_heads", "merge_heads"],
+    "05_softmax_and_scaling": [
+        "softmax",
+        "attention_scores",
+        "attention_weights",
+        "dot_product_std",
+        "why_last_dim",
+        "why_sqrt_dk",
+    ],
+    "06_manual_attention": [
+        "head_attention",
+        "extended_mask",
+        "multi_head_attention",
+        "first_head_attention",
+    ],
+    "07_full_layer": [
+        "embeddings_forward",
+        "attention_block",
+        "feed_forward",
+        "bert_layer",
+        "bert_encoder",
+    ],
+    "08_positions_and_masks": [
+        "sinusoidal_encoding",
+        "causal_mask",
+        "causal_attention",
+        "permutation_check",
+        "why_positions",
+    ],
+    "09_build_a_transformer": [
+        "MultiHeadSelfAttention",
+        "EncoderBlock",
+        "train_tiny_transformer",
+        "attention_memory",
+    ],
+    "10_visualize": [
+        "attention_heatmap",
+        "top_attended",
+        "previous_token_heads",
+        "describe_a_head",
+    ],
+}
+
+
+def _cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+def test_every_notebook_is_built_from_its_percent_file():
+    assert authoring.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_source_has_no_outputs_and_keeps_the_spec_ids(assignment):
+    cells = _cells(grading.notebook_path(grading.ROOT, "source", assignment))
+    assert all(
+        not c.get("outputs") and c.get("execution_count") is None
+        for c in cells
+        if c["cell_type"] == "code"
+    )
+    ids = [c["metadata"]["nbgrader"]["grade_id"] for c in cells]
+    graded = {
+        c["metadata"]["nbgrader"]["grade_id"]
+        for c in cells
+        if c["metadata"]["nbgrader"]["solution"] or c["metadata"]["nbgrader"]["task"]
+    }
+    for exercise in SPEC_IDS[assignment]:
+        assert exercise in graded, f"{exercise} has no answer cell"
+        if exercise not in {
+            c for c in graded if c.startswith("why_") or c == "describe_a_head"
+        }:
+            tests = [i for i in ids if i.startswith(f"test_{exercise}")]
+            assert len(tests) >= 2, (
+                f"{exercise} needs several test cells for partial credit"
+            )
+    for cell in cells:
+        meta = cell["metadata"]["nbgrader"]
+        if meta["grade"]:
+            assert "".join(cell["source"]).startswith('"""'), (
+                f"{meta['grade_id']}: docstring first"
+            )
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_source_runs_and_passes_every_test(assignment):
+    failures = grading.validate(
+        grading.notebook_path(grading.ROOT, "source", assignment)
+    )
+    assert failures == []
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_release_is_generated_and_holds_no_solution(assignment, tmp_path):
+    root = grading.make_course(tmp_path)
+    grading.release([assignment], root)
+    fresh = grading.notebook_path(root, "release", assignment)
+    committed = grading.notebook_path(grading.ROOT, "release", assignment)
+    assert committed.exists(), "run `make release`"
+    assert committed.read_text() == fresh.read_text(), (
+        "release/ drifted: run `make release`"
+    )
+    files = sorted(p.name for p in committed.parent.iterdir())
+    assert files == [f"{assignment}.ipynb"], f"release/{assignment} holds {files}"
+    text = committed.read_text()
+    for secret in ("BEGIN SOLUTION", "HIDDEN TESTS", "seed="):
+        assert secret not in text
