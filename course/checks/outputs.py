@@ -1,0 +1,227 @@
+"""Checks for 02_outputs: tokenizer batches, output shapes, the pooler, bertviz data."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from .. import data, models
+from . import call, expect_close, expect_shape, fail, no_forward
+
+WORDS = (
+    "the bank river money attention head query key value layer token sat on mat".split()
+)
+
+
+def _random_texts(rng: random.Random, n: int) -> list[str]:
+    return [" ".join(rng.choices(WORDS, k=rng.randint(1, 14))) for _ in range(n)]
+
+
+def _expect_batch(fn, tokenizer, texts, max_length) -> None:
+    enc = call(fn, tokenizer, texts, max_length, name="encode")
+    if (
+        not hasattr(enc, "keys")
+        or "input_ids" not in enc
+        or "attention_mask" not in enc
+    ):
+        fail(
+            "encode should return the tokenizer's BatchEncoding (with input_ids and attention_mask)."
+        )
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    if not isinstance(ids, torch.Tensor):
+        fail(
+            f"input_ids is a {type(ids).__name__}: ask the tokenizer for PyTorch tensors (return_tensors='pt')."
+        )
+    singles = [tokenizer(t)["input_ids"] for t in texts]
+    longest = max(len(s) for s in singles)
+    T = min(longest, max_length)
+    if ids.shape[1] == max_length and T < max_length:
+        fail(
+            f"The batch is padded to max_length={max_length}, but it should be padded only to the longest text ({T} tokens)."
+        )
+    if longest > max_length and ids.shape[1] > max_length:
+        fail(
+            f"The batch has {ids.shape[1]} tokens per row but max_length is {max_length}: truncate."
+        )
+    expect_shape(ids, (len(texts), T), "input_ids")
+    expect_shape(mask, (len(texts), T), "attention_mask")
+    for row, single in enumerate(singles):
+        n = min(len(single), max_length)
+        want_mask = torch.tensor([1] * n + [0] * (T - n))
+        if not torch.equal(mask[row].long(), want_mask):
+            fail(
+                f"attention_mask row {row} should be 1 on its {n} tokens and 0 on padding."
+            )
+        if (
+            ids[row, n - 1].item() != tokenizer.sep_token_id
+            or ids[row, 0].item() != tokenizer.cls_token_id
+        ):
+            fail(
+                "Each row should start with [CLS] and end with [SEP], also when truncated."
+            )
+
+
+def encode_types(fn) -> None:
+    """encode gives a BatchEncoding of tensors for two texts of different lengths."""
+    tok = models.load_tokenizer()
+    _expect_batch(fn, tok, [data.SAMPLE_TEXT, "A short one."], 64)
+
+
+def encode_truncates(fn) -> None:
+    """Long texts are cut at max_length; short ones padded to the longest."""
+    tok = models.load_tokenizer()
+    _expect_batch(fn, tok, [data.SAMPLE_TEXT, "Hi."], 8)
+
+
+def encode_random(fn, seed: int) -> None:
+    """Random batches and lengths."""
+    rng = random.Random(seed)
+    tok = models.load_tokenizer()
+    for _ in range(5):
+        _expect_batch(
+            fn, tok, _random_texts(rng, rng.randint(1, 4)), rng.randint(4, 20)
+        )
+
+
+def _true_shapes(model, B: int, T: int) -> dict:
+    ids = torch.randint(1, model.config.vocab_size, (B, T))
+    with torch.no_grad():
+        out = model(input_ids=ids)
+    return {
+        "last_hidden_state": tuple(out.last_hidden_state.shape),
+        "pooler_output": tuple(out.pooler_output.shape),
+        "hidden_states": tuple(out.hidden_states[0].shape),
+        "num_hidden_states": len(out.hidden_states),
+        "attentions": tuple(out.attentions[0].shape),
+        "num_attentions": len(out.attentions),
+    }
+
+
+def _expect_shapes(fn, model, B: int, T: int) -> None:
+    got = call(fn, model.config, B, T, name="output_shapes")
+    if not isinstance(got, dict):
+        fail(f"output_shapes should return a dict, not {type(got).__name__}.")
+    truth = _true_shapes(model, B, T)
+    for key, want in truth.items():
+        if key not in got:
+            fail(f"output_shapes is missing the key {key!r}.")
+        value = (
+            tuple(got[key])
+            if isinstance(got[key], (list, tuple, torch.Size))
+            else got[key]
+        )
+        if value == want:
+            continue
+        H, D = model.config.num_attention_heads, model.config.hidden_size
+        if key == "attentions" and value == (B, D, T, T):
+            fail(
+                "attentions has D where H goes: one (T, T) map per head, so (B, H, T, T)."
+            )
+        if key == "num_hidden_states" and value == want - 1:
+            fail(
+                "hidden_states has one entry per layer plus the embedding output: L + 1."
+            )
+        if key in ("last_hidden_state", "hidden_states") and value == (B, T, H):
+            fail(f"{key} has H where D goes: (B, T, D).")
+        fail(f"output_shapes()[{key!r}] is {value}, but the model gives {want}.")
+
+
+def output_shapes_course(fn) -> None:
+    """Shapes for the course model, batch 2 and 7 tokens, match its real outputs."""
+    _expect_shapes(fn, models.oracle_model(), 2, 7)
+
+
+def output_shapes_random(fn, seed: int) -> None:
+    """Shapes for BERTs of other sizes, batches and lengths."""
+    rng = random.Random(seed)
+    for _ in range(4):
+        model = models.tiny_bert(
+            seed=rng.randint(0, 99),
+            num_layers=rng.randint(1, 4),
+            num_heads=rng.choice([1, 2, 3, 5]),
+            head_size=rng.choice([2, 3, 8]),
+        )
+        _expect_shapes(fn, model, rng.randint(1, 4), rng.randint(1, 9))
+
+
+def _expect_pooler(fn, model, ids) -> None:
+    with torch.no_grad():
+        out = model(input_ids=ids)
+    last, want = out.last_hidden_state, out.pooler_output
+    dense = model.pooler.dense
+    with no_forward(
+        model.pooler,
+        lesson="Recompute the pooler by hand from its dense layer; calling model.pooler is the shortcut this exercise turns off.",
+    ):
+        got = call(fn, model, last.clone(), name="pooler")
+    expect_shape(
+        got,
+        want.shape,
+        "pooler(model, last_hidden_state)",
+        "One vector per text: (B, D).",
+    )
+    first = last[:, 0]
+    diagnose = {
+        "the tanh is missing: pooler = tanh(dense(h_[CLS])).": dense(first),
+        "it pools the mean token; BERT's pooler takes the first token, [CLS].": torch.tanh(
+            dense(last.mean(1))
+        ),
+        "it skips the dense layer: pooler = tanh(dense(h_[CLS])).": torch.tanh(first),
+        "it takes the last token; BERT's pooler takes the first, [CLS].": torch.tanh(
+            dense(last[:, -1])
+        ),
+    }
+    expect_close(
+        got, want, "pooler(...)", diagnose=diagnose, what="the model's pooler_output"
+    )
+
+
+def pooler_course(fn) -> None:
+    """The course model's pooler_output on the sample text."""
+    model, tok = models.oracle_model(), models.load_tokenizer()
+    _expect_pooler(
+        fn,
+        model,
+        tok([data.SAMPLE_TEXT, "A short one."], padding=True, return_tensors="pt")[
+            "input_ids"
+        ],
+    )
+
+
+def pooler_random(fn, seed: int) -> None:
+    """pooler_output of BERTs of other sizes and batches."""
+    rng = random.Random(seed)
+    for _ in range(3):
+        model = models.tiny_bert(
+            seed=rng.randint(0, 99),
+            num_heads=rng.choice([2, 3]),
+            head_size=rng.choice([4, 6]),
+        )
+        ids = torch.randint(1, 100, (rng.randint(1, 3), rng.randint(2, 9)))
+        _expect_pooler(fn, model, ids)
+
+
+def _expect_keys(fn, model) -> None:
+    nv_model, _ = models.neuron_view_model(model)
+    ids = torch.randint(1, model.config.vocab_size, (1, 5))
+    with torch.no_grad():
+        output = nv_model(ids)
+    want = sorted(output[-1][0].keys())
+    got = call(fn, output, name="neuron_view_keys")
+    if not isinstance(got, (list, tuple)):
+        fail(f"neuron_view_keys should return a list of str, not {type(got).__name__}.")
+    if sorted(got) != want:
+        fail(
+            f"neuron_view_keys returned {list(got)}; the entry of one layer has other keys. Look at output[-1][0]."
+        )
+
+
+def neuron_view_keys_course(fn) -> None:
+    """The keys of one layer's entry in bertviz's neuron-view output."""
+    _expect_keys(fn, models.oracle_model())
+
+
+def neuron_view_keys_random(fn, seed: int) -> None:
+    """Also for a neuron-view model of another size."""
+    _expect_keys(fn, models.tiny_bert(seed=seed, num_layers=3, num_heads=2))
