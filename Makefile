@@ -28,10 +28,10 @@ lint: setup  ## ruff: lint and format check (no changes)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: setup  ## ruff: format and fix, then rebuild the source notebooks
+format: setup  ## ruff: format and fix, then rebuild notebooks and release/
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
-	$(BIN)/python -m course.authoring
+	$(MAKE) release
 
 notebooks: setup  ## Rebuild source/*/*.ipynb from their percent .py files
 	$(BIN)/python -m course.authoring

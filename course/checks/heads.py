@@ -1,0 +1,213 @@
+"""Checks for 03_head_slicing and 04_split_heads.
+
+Oracles: the projection module's own output split into heads (``linear(x)`` viewed as
+(..., T, H, d)), and bertviz's neuron-view ``queries``/``keys``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from .. import data, models
+from . import call, expect_close, expect_shape, fail, no_forward
+
+COLUMNS = "sliced columns: the head lives in rows. Linear stores W as (out, in), so head h owns rows h*d:(h+1)*d."
+OFFSET = "took rows [h:h+d]; head h starts at row h*d."
+
+
+def _head_truth(linear, head, d):
+    """(W_h, b_h) recovered from the module's outputs only."""
+    D_in = linear.in_features
+    with torch.no_grad():
+        zero = linear(torch.zeros(1, D_in))[0]  # the bias
+        cols = linear(torch.eye(D_in)) - zero  # (D_in, D_out): row i is W[:, i]
+    W, b = cols.T, zero
+    return W[head * d : (head + 1) * d], b[head * d : (head + 1) * d]
+
+
+def _random_linears(seed: int, n: int = 4):
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(n):
+        H, d = rng.choice([2, 3, 4, 6]), rng.choice([2, 5, 8])
+        lin = torch.nn.Linear(H * d, H * d)
+        with torch.no_grad():
+            lin.weight.copy_(torch.randn(H * d, H * d, generator=gen))
+            lin.bias.copy_(torch.randn(H * d, generator=gen))
+        yield lin, H, d, rng.randrange(H)
+
+
+def _course_query(layer: int = 0):
+    model = models.oracle_model()
+    return model.encoder.layer[layer].attention.self.query, model.config
+
+
+def _get_head(fn, linear, head, d):
+    got = call(fn, linear, head, d, name="head_params")
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        fail("head_params should return a pair (W_h, b_h).")
+    return got
+
+
+def _expect_weight(fn, linear, head, d) -> None:
+    W_h, _ = _get_head(fn, linear, head, d)
+    want, _ = _head_truth(linear, head, d)
+    W = linear.weight.detach()
+    if isinstance(W_h, torch.Tensor) and tuple(W_h.shape) == (linear.in_features, d):
+        fail(f"W_h has shape {tuple(W_h.shape)} = (D, d): {COLUMNS}")
+    expect_shape(W_h, want.shape, "W_h", "One head's weight is (d, D).")
+    diagnose = {COLUMNS: W[:, head * d : (head + 1) * d].T}
+    if head:
+        diagnose[OFFSET] = W[head : head + d]
+    expect_close(
+        W_h,
+        want,
+        f"W_h for head {head}",
+        diagnose=diagnose,
+        what="that head's rows of the layer",
+    )
+
+
+def _expect_bias(fn, linear, head, d) -> None:
+    _, b_h = _get_head(fn, linear, head, d)
+    if b_h is None:
+        fail(
+            "b_h is None: the bias of the head's outputs is part of the head (b[h*d:(h+1)*d])."
+        )
+    _, want = _head_truth(linear, head, d)
+    expect_shape(b_h, want.shape, "b_h", "One head's bias is (d,).")
+    expect_close(
+        b_h, want, f"b_h for head {head}", what="that head's slice of the bias"
+    )
+
+
+def head_params_shape(fn) -> None:
+    """head_params gives W_h (d, D) and b_h (d,) for the course model's query."""
+    linear, c = _course_query()
+    d = c.hidden_size // c.num_attention_heads
+    W_h, b_h = _get_head(fn, linear, 1, d)
+    expect_shape(W_h, (d, c.hidden_size), "W_h", "One head's weight is (d, D).")
+    expect_shape(b_h, (d,), "b_h", "One head's bias is (d,).")
+
+
+def head_params_weight(fn) -> None:
+    """W_h is the head's block of rows, for heads 0 and 5 of layer 0's query."""
+    linear, c = _course_query()
+    d = c.hidden_size // c.num_attention_heads
+    for head in (0, 5):
+        _expect_weight(fn, linear, head, d)
+
+
+def head_params_bias(fn) -> None:
+    """b_h is the head's slice of the bias."""
+    linear, c = _course_query()
+    d = c.hidden_size // c.num_attention_heads
+    for head in (0, 5):
+        _expect_bias(fn, linear, head, d)
+
+
+def head_params_random(fn, seed: int) -> None:
+    """Other head counts, head sizes and heads."""
+    for linear, _, d, head in _random_linears(seed):
+        _expect_weight(fn, linear, head, d)
+        _expect_bias(fn, linear, head, d)
+
+
+def _expect_projection(fn, x, linear, head, d) -> None:
+    with torch.no_grad():
+        full = linear(x)  # (..., T, H*d)
+    want = full[..., head * d : (head + 1) * d]
+    W_h, b_h = _head_truth(linear, head, d)
+    lesson = "Project with this head's rows only (W_h, b_h); calling the whole layer is the shortcut this exercise turns off."
+    with no_forward(linear, lesson=lesson):
+        try:
+            got = call(fn, x, linear, head, d, name="project_head")
+        except AssertionError as err:
+            if "cannot be multiplied" in str(err):
+                fail(
+                    f"{err} Linear stores W as (out, in): project with x @ W_h.T, not x @ W_h."
+                )
+            raise
+    diagnose = {
+        "the bias is missing: y = x @ W_h.T + b_h.": x @ W_h.T,
+        "x @ W_h without .T: Linear stores W as (out, in).": (x @ W_h + b_h)
+        if W_h.shape[0] == W_h.shape[1]
+        else want * 0 - 1,
+    }
+    expect_close(
+        got,
+        want,
+        f"project_head(x, linear, {head}, {d})",
+        diagnose=diagnose,
+        what="the layer's own output for that head",
+    )
+
+
+def project_head_course(fn) -> None:
+    """project_head on the sample text's embeddings equals the query output of head 3."""
+    linear, c = _course_query()
+    x = sample_embeddings()
+    _expect_projection(fn, x, linear, 3, c.hidden_size // c.num_attention_heads)
+
+
+def project_head_random(fn, seed: int) -> None:
+    """Other sizes, heads, batch shapes."""
+    gen = torch.Generator().manual_seed(seed)
+    for i, (linear, H, d, head) in enumerate(_random_linears(seed)):
+        batch = [(), (2,), (2, 3), (1,)][i % 4]
+        x = torch.randn(*batch, 5, H * d, generator=gen)
+        _expect_projection(fn, x, linear, head, d)
+
+
+def sample_embeddings() -> torch.Tensor:
+    """The course model's embedding output (hidden_states[0]) of the sample text, (T, D)."""
+    model, tok = models.oracle_model(), models.load_tokenizer()
+    with torch.no_grad():
+        out = model(**tok(data.SAMPLE_TEXT, return_tensors="pt"))
+    return out.hidden_states[0][0]
+
+
+def _neuron_view(layer: int = 0):
+    """bertviz's neuron-view queries and keys, (H, T, d) each, for the sample text."""
+    nv_model, _ = models.neuron_view_model(models.oracle_model())
+    enc = models.load_tokenizer()(data.SAMPLE_TEXT, return_tensors="pt")
+    with torch.no_grad():
+        entry = nv_model(enc["input_ids"], token_type_ids=enc["token_type_ids"])[-1][
+            layer
+        ]
+    return entry["queries"][0], entry["keys"][0]
+
+
+def first_head_q(Q) -> None:
+    """Q of layer 0, head 0 equals bertviz's neuron-view queries."""
+    queries, _ = _neuron_view()
+    expect_close(
+        Q, queries[0], "Q_first_head_first_layer", what="bertviz's neuron-view queries"
+    )
+
+
+def first_head_k(K) -> None:
+    """K of layer 0, head 0 equals bertviz's neuron-view keys."""
+    _, keys = _neuron_view()
+    diagnose = {"this is Q, not K.": _neuron_view()[0][0]}
+    expect_close(
+        K,
+        keys[0],
+        "K_first_head_first_layer",
+        diagnose=diagnose,
+        what="bertviz's neuron-view keys",
+    )
+
+
+def first_head_v(V) -> None:
+    """V of layer 0, head 0 equals the value projection's output for head 0."""
+    value = models.oracle_model().encoder.layer[0].attention.self.value
+    c = models.oracle_model().config
+    d = c.hidden_size // c.num_attention_heads
+    with torch.no_grad():
+        want = value(sample_embeddings())[:, :d]
+    expect_close(
+        V, want, "V_first_head_first_layer", what="the value layer's output for head 0"
+    )
