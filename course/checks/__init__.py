@@ -81,6 +81,16 @@ def call(fn: Callable, *args, name: str | None = None, **kwargs):
         ) from None
 
 
+def answer(name: str):
+    """The value a notebook's answer cell bound to ``name`` (fails if it is unset)."""
+    import __main__
+
+    namespace = vars(__main__)
+    if name not in namespace:
+        fail(f"`{name}` is not defined: write and run its answer cell first.")
+    return namespace[name]
+
+
 def expect_tensor(x, name: str) -> _Tensor:
     """Fail unless ``x`` is a torch tensor; return it."""
     if not _isinstance(x, _Tensor):

@@ -11,7 +11,7 @@ import random
 import torch
 
 from .. import data, models
-from . import call, expect_close, expect_shape, fail, no_forward
+from . import answer, call, expect_close, expect_shape, fail, no_forward
 
 COLUMNS = "sliced columns: the head lives in rows. Linear stores W as (out, in), so head h owns rows h*d:(h+1)*d."
 OFFSET = "took rows [h:h+d]; head h starts at row h*d."
@@ -88,6 +88,8 @@ def head_params_shape(fn) -> None:
     linear, c = _course_query()
     d = c.hidden_size // c.num_attention_heads
     W_h, b_h = _get_head(fn, linear, 1, d)
+    if isinstance(W_h, torch.Tensor) and tuple(W_h.shape) == (c.hidden_size, d):
+        fail(f"W_h has shape {tuple(W_h.shape)} = (D, d): {COLUMNS}")
     expect_shape(W_h, (d, c.hidden_size), "W_h", "One head's weight is (d, D).")
     expect_shape(b_h, (d,), "b_h", "One head's bias is (d,).")
 
@@ -180,16 +182,18 @@ def _neuron_view(layer: int = 0):
     return entry["queries"][0], entry["keys"][0]
 
 
-def first_head_q(Q) -> None:
+def first_head_q() -> None:
     """Q of layer 0, head 0 equals bertviz's neuron-view queries."""
+    Q = answer("Q_first_head_first_layer")
     queries, _ = _neuron_view()
     expect_close(
         Q, queries[0], "Q_first_head_first_layer", what="bertviz's neuron-view queries"
     )
 
 
-def first_head_k(K) -> None:
+def first_head_k() -> None:
     """K of layer 0, head 0 equals bertviz's neuron-view keys."""
+    K = answer("K_first_head_first_layer")
     _, keys = _neuron_view()
     diagnose = {"this is Q, not K.": _neuron_view()[0][0]}
     expect_close(
@@ -201,8 +205,9 @@ def first_head_k(K) -> None:
     )
 
 
-def first_head_v(V) -> None:
+def first_head_v() -> None:
     """V of layer 0, head 0 equals the value projection's output for head 0."""
+    V = answer("V_first_head_first_layer")
     value = models.oracle_model().encoder.layer[0].attention.self.value
     c = models.oracle_model().config
     d = c.hidden_size // c.num_attention_heads

@@ -42,12 +42,17 @@ print(data.SAMPLE_TEXT)
 # tokenizer's `BatchEncoding` of PyTorch tensors, padded to the longest text (not
 # to `max_length`) and truncated at `max_length`.
 
+
 # %% answer="encode"
 def encode(tokenizer, texts, max_length):
     """Tokenize a list of texts into one padded, truncated batch of tensors."""
     ### BEGIN SOLUTION
     return tokenizer(
-        texts, padding="longest", truncation=True, max_length=max_length, return_tensors="pt"
+        texts,
+        padding="longest",
+        truncation=True,
+        max_length=max_length,
+        return_tensors="pt",
     )
     ### END SOLUTION
 
@@ -93,6 +98,7 @@ print("attentions:   ", len(out.attentions), "x", tuple(out.attentions[0].shape)
 # shape of one entry), `num_hidden_states`, `attentions` (one entry's shape) and
 # `num_attentions` — computed from the config alone, without running a model.
 
+
 # %% answer="output_shapes"
 def output_shapes(config, batch_size, seq_len):
     """Shapes of BertModel's outputs, from the config alone."""
@@ -134,6 +140,7 @@ check.output_shapes_random(output_shapes, seed=202)
 # equal to the model's `pooler_output`. Use `model.pooler.dense`; calling
 # `model.pooler` itself is turned off in the tests.
 
+
 # %% answer="pooler"
 def pooler(model, last_hidden_state):
     """BERT's pooler output recomputed from the last hidden state."""
@@ -174,6 +181,7 @@ print(type(nv_out), len(nv_out), type(nv_out[-1]), len(nv_out[-1]))
 # %% [markdown]
 # **Exercise 4.** Write `neuron_view_keys(output)` returning the keys (a list of
 # str) of one layer's entry in that last element.
+
 
 # %% answer="neuron_view_keys"
 def neuron_view_keys(output):
