@@ -35,7 +35,10 @@ def cmd_lab(args) -> int:
 
 
 def cmd_release(args) -> int:
-    """Regenerate ``release/`` with nbgrader's generate_assignment."""
+    """Rebuild source notebooks, then regenerate ``release/`` (generate_assignment)."""
+    from . import authoring
+
+    authoring.main([])
     names = args.assignments or grading.assignments()
     grading.release(names)
     for name in names:
