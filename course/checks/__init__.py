@@ -76,9 +76,20 @@ def call(fn: Callable, *args, name: str | None = None, **kwargs):
     except NotImplementedError:
         fail(f"`{name}` is not written yet: it still raises NotImplementedError.")
     except Exception as err:  # noqa: BLE001 - any crash becomes feedback
+        hint = next((h for key, h in HINTS.items() if key in str(err)), "")
         raise CheckFailed(
-            f"`{name}` raised {type(err).__name__}: {err}{_student_frame(err.__traceback__)}"
+            f"`{name}` raised {type(err).__name__}: {err}"
+            f"{_student_frame(err.__traceback__)}{hint}"
         ) from None
+
+
+#: Torch error fragments and what they usually mean in this course.
+HINTS = {
+    "view size is not compatible": " Hint: after a transpose the tensor is not contiguous;"
+    " call .contiguous() before .view, or use .reshape.",
+    "cannot be multiplied": " Hint: check which side needs a transpose; nn.Linear stores"
+    " its weight as (out_features, in_features).",
+}
 
 
 def answer(name: str):

@@ -1,0 +1,162 @@
+"""Checks for 04_split_heads: heads as a tensor dimension.
+
+Oracle: head h of a (B, T, D) tensor is its feature block h*d:(h+1)*d (how the fused
+projection lays heads out, see 03), and bertviz's neuron-view queries for the model.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from .. import data, models
+from . import call, expect_close, expect_shape, fail
+
+NO_TRANSPOSE = "view(B, H, T, d) without a transpose mixes heads: split the last dim into (H, d) first, then swap T and H."
+WRONG_AXIS = "the last dim was split as (d, H) instead of (H, d): head h owns the contiguous block h*d:(h+1)*d."
+MERGE_ORDER = "reshaping (B, H, T, d) straight to (B, T, D) mixes tokens and heads: transpose back to (B, T, H, d) first."
+
+
+def _by_blocks(x: torch.Tensor, H: int) -> torch.Tensor:
+    """(B, T, D) -> (B, H, T, d) by taking each head's feature block."""
+    d = x.shape[-1] // H
+    return torch.stack([x[..., h * d : (h + 1) * d] for h in range(H)], dim=1)
+
+
+def _expect_split(fn, x: torch.Tensor, H: int) -> None:
+    B, T, D = x.shape
+    d = D // H
+    got = call(fn, x.clone(), H, name="split_heads")
+    want = _by_blocks(x, H)
+    _expect_split_shape(got, B, T, H, d)
+    diagnose = {
+        NO_TRANSPOSE: x.reshape(B, H, T, d),
+        WRONG_AXIS: x.reshape(B, T, d, H).permute(0, 3, 1, 2),
+    }
+    expect_close(
+        got,
+        want,
+        "split_heads(x, H)",
+        diagnose=diagnose,
+        what="the heads' feature blocks",
+    )
+
+
+def _expect_split_shape(got, B: int, T: int, H: int, d: int) -> None:
+    if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T, H, d) and T != H:
+        fail(
+            "split_heads returned (B, T, H, d): also move the head dim before T, giving (B, H, T, d)."
+        )
+    expect_shape(
+        got,
+        (B, H, T, d),
+        "split_heads(x, H)",
+        "Heads become a dimension: (B, H, T, d).",
+    )
+
+
+def _expect_merge(fn, heads: torch.Tensor) -> None:
+    B, H, T, d = heads.shape
+    want = torch.cat([heads[:, h] for h in range(H)], dim=-1)
+    got = call(fn, heads.clone(), name="merge_heads")
+    if isinstance(got, torch.Tensor) and got.shape == heads.shape:
+        fail("merge_heads returned its input's shape; it should give (B, T, H*d).")
+    expect_shape(got, (B, T, H * d), "merge_heads(x)")
+    diagnose = {MERGE_ORDER: heads.reshape(B, T, H * d)}
+    expect_close(
+        got,
+        want,
+        "merge_heads(x)",
+        diagnose=diagnose,
+        what="the heads laid side by side",
+    )
+
+
+def _sample_queries():
+    """Layer 0's query output for the sample text (1, T, D) and bertviz's (1, H, T, d)."""
+    model, tok = models.oracle_model(), models.load_tokenizer()
+    enc = tok(data.SAMPLE_TEXT, return_tensors="pt")
+    nv_model, _ = models.neuron_view_model(model)
+    with torch.no_grad():
+        hidden = model(**enc).hidden_states[0]
+        q = model.encoder.layer[0].attention.self.query(hidden)
+        nv = nv_model(enc["input_ids"], token_type_ids=enc["token_type_ids"])[-1][0][
+            "queries"
+        ]
+    return q, nv, model.config.num_attention_heads
+
+
+def split_heads_shape(fn) -> None:
+    """split_heads gives (B, H, T, d) for the course model's queries."""
+    q, nv, H = _sample_queries()
+    B, T, D = q.shape
+    _expect_split_shape(call(fn, q, H, name="split_heads"), B, T, H, D // H)
+
+
+def split_heads_bertviz(fn) -> None:
+    """split_heads of layer 0's queries equals bertviz's neuron-view queries."""
+    q, nv, H = _sample_queries()
+    B, T, D = q.shape
+    got = call(fn, q, H, name="split_heads")
+    _expect_split_shape(got, B, T, H, D // H)
+    diagnose = {NO_TRANSPOSE: q.reshape(B, H, T, D // H)}
+    expect_close(
+        got,
+        nv,
+        "split_heads(q, H)",
+        diagnose=diagnose,
+        what="bertviz's neuron-view queries",
+    )
+
+
+def split_heads_random(fn, seed: int) -> None:
+    """Other batch sizes, lengths, head counts and sizes."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(5):
+        B, T, H, d = (
+            rng.randint(1, 3),
+            rng.randint(2, 9),
+            rng.choice([2, 3, 4, 6]),
+            rng.choice([2, 5, 8]),
+        )
+        _expect_split(fn, torch.randn(B, T, H * d, generator=gen), H)
+
+
+def merge_heads_shape(fn) -> None:
+    """merge_heads gives (B, T, D) for bertviz's queries."""
+    _, nv, _ = _sample_queries()
+    B, H, T, d = nv.shape
+    # .contiguous(): laid out as (B, H, T, d) in memory, like the output of probs @ V.
+    got = call(fn, nv.contiguous(), name="merge_heads")
+    expect_shape(got, (B, T, H * d), "merge_heads(queries)")
+
+
+def merge_heads_values(fn) -> None:
+    """merge_heads of bertviz's queries gives back the query layer's output."""
+    q, nv, _ = _sample_queries()
+    got = call(fn, nv.contiguous(), name="merge_heads")
+    B, H, T, d = nv.shape
+    diagnose = {MERGE_ORDER: nv.reshape(B, T, H * d)}
+    expect_close(
+        got,
+        q,
+        "merge_heads(queries)",
+        diagnose=diagnose,
+        what="the query layer's output",
+    )
+
+
+def merge_heads_random(fn, seed: int) -> None:
+    """Other shapes; inputs laid out as (B, H, T, d) in memory, like probs @ V."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(5):
+        B, T, H, d = (
+            rng.randint(1, 3),
+            rng.randint(2, 9),
+            rng.choice([2, 3, 4, 6]),
+            rng.choice([2, 5, 8]),
+        )
+        _expect_merge(fn, torch.randn(B, H, T, d, generator=gen))
