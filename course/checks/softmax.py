@@ -1,0 +1,291 @@
+"""Checks for 05_softmax_and_scaling.
+
+Oracles: torch's softmax (taken before any test turns it off) and torch's fused
+``scaled_dot_product_attention``. The scores are read off the latter exactly: with an
+extra all-zero key, whose score is 0, ``log(p_j / p_zero)`` is score j.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+import torch.nn.functional as F
+
+from .. import data, models
+from . import call, expect_close, expect_finite, expect_shape, fail, softmax_forbidden
+
+_softmax = torch.softmax  # the oracle, kept before any check blocks it
+_sdpa = F.scaled_dot_product_attention
+
+WRONG_DIM = "rows do not sum to 1 — softmax over the key dim (-1), not dim 0."
+ROWS_DIM = "it normalises over dim -2 (the queries); each query's weights over the keys (dim -1) must sum to 1."
+BY_HAND = "Write softmax by hand with exp and sum: torch's softmax functions are turned off for this exercise."
+
+
+def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
+    with softmax_forbidden(BY_HAND):
+        got = call(fn, x.clone(), dim, name="softmax")
+    want = _softmax(x.double(), dim)
+    expect_shape(got, x.shape, f"softmax(x, dim={dim})")
+    if not bool(torch.isfinite(got).all()) and x.abs().max() > 80:
+        fail(
+            f"softmax(x, dim={dim}) gives NaN/inf on scores as large as {x.abs().max():.0f}: exp overflows. Subtract the max along dim first (it does not change the result)."
+        )
+    expect_finite(got, f"softmax(x, dim={dim})")
+    diagnose = {}
+    if x.dim() > 1 and dim % x.dim() != 0:
+        diagnose[WRONG_DIM] = _softmax(x.double(), 0)
+    if x.dim() > 1 and dim % x.dim() == x.dim() - 1:
+        diagnose[ROWS_DIM] = _softmax(x.double(), -2)
+    expect_close(
+        got,
+        want,
+        f"softmax(x, dim={dim})",
+        diagnose=diagnose,
+        what="torch.softmax",
+        atol=1e-5,
+    )
+
+
+def softmax_rows(fn) -> None:
+    """Rows of softmax(scores) equal torch.softmax over the last dim."""
+    gen = torch.Generator().manual_seed(0)
+    _expect_softmax(fn, torch.randn(2, 3, 5, 5, generator=gen) * 3, -1)
+
+
+def softmax_stable(fn) -> None:
+    """softmax stays finite and right on scores of 1e4."""
+    gen = torch.Generator().manual_seed(1)
+    _expect_softmax(fn, torch.randn(3, 6, generator=gen) * 1e4, -1)
+
+
+def softmax_random(fn, seed: int) -> None:
+    """Other shapes and other dims, float32 and float64, big and small scores."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(6):
+        shape = [rng.randint(1, 5) for _ in range(rng.randint(1, 4))]
+        dim = rng.randrange(-len(shape), len(shape))
+        x = torch.randn(*shape, generator=gen) * rng.choice([1.0, 30.0, 3e4])
+        _expect_softmax(fn, x if rng.random() < 0.5 else x.double(), dim)
+
+
+def scores_oracle(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+    """Q K^T / sqrt(d), read off torch's scaled_dot_product_attention (float64)."""
+    Q, K = Q.double(), K.double()
+    K0 = torch.cat([K, torch.zeros_like(K[..., :1, :])], dim=-2)  # (..., Tk+1, d)
+    eye = torch.eye(K0.shape[-2], dtype=torch.float64).expand(*K0.shape[:-2], -1, -1)
+    p = _sdpa(Q, K0, eye)  # (..., Tq, Tk+1): the attention weights themselves
+    return p[..., :-1].log() - p[..., -1:].log()
+
+
+def _diagnose_scores(Q, K, s) -> dict:
+    d = Q.shape[-1]
+    out = {
+        "missing 1/sqrt(d): divide Q K^T by the square root of the head size.": s
+        * math.sqrt(d),
+        "it divides by d; the scale is 1/sqrt(d).": s / math.sqrt(d),
+    }
+    if Q.dim() == 4:
+        D = Q.shape[1] * d
+        out[
+            "it divides by sqrt(D), the model width; the scale uses the head size d = D / H."
+        ] = s * math.sqrt(d / D)
+    if Q.shape[-2] == K.shape[-2]:
+        out[
+            "the scores are transposed (K Q^T): row i must hold query i's scores against every key."
+        ] = s.transpose(-1, -2)
+    return out
+
+
+def _qk(seed: int, B, H, Tq, Tk, d):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(B, H, Tq, d, generator=gen), torch.randn(
+        B, H, Tk, d, generator=gen
+    )
+
+
+def sample_qk(layer: int = 0):
+    """bertviz's neuron-view queries and keys of the sample text, (1, H, T, d) each."""
+    nv_model, _ = models.neuron_view_model(models.oracle_model())
+    enc = models.load_tokenizer()(data.SAMPLE_TEXT, return_tensors="pt")
+    with torch.no_grad():
+        entry = nv_model(enc["input_ids"], token_type_ids=enc["token_type_ids"])[-1][
+            layer
+        ]
+    return entry["queries"], entry["keys"]
+
+
+def _expect_scores(fn, Q, K) -> None:
+    got = call(fn, Q.clone(), K.clone(), name="attention_scores")
+    want = scores_oracle(Q, K)
+    if (
+        isinstance(got, torch.Tensor)
+        and got.shape != want.shape
+        and got.shape == want.mT.shape
+    ):
+        fail(
+            "attention_scores has shape (..., Tk, Tq): the scores are transposed (K Q^T); row i must be query i."
+        )
+    expect_close(
+        got,
+        want,
+        "attention_scores(Q, K)",
+        diagnose=_diagnose_scores(Q, K, want),
+        what="torch's scaled dot-product attention",
+        atol=2e-4,
+        rtol=2e-4,
+    )
+
+
+def attention_scores_shape(fn) -> None:
+    """attention_scores gives (B, H, Tq, Tk), also when Tq != Tk."""
+    Q, K = _qk(0, 2, 3, 4, 6, 8)
+    got = call(fn, Q, K, name="attention_scores")
+    if isinstance(got, torch.Tensor) and tuple(got.shape) == (2, 3, 6, 4):
+        fail(
+            "attention_scores has shape (B, H, Tk, Tq): the scores are transposed (K Q^T); row i is query i."
+        )
+    expect_shape(
+        got,
+        (2, 3, 4, 6),
+        "attention_scores(Q, K)",
+        "One score per (query, key): (..., Tq, Tk).",
+    )
+
+
+def attention_scores_values(fn) -> None:
+    """attention_scores on layer 0's queries and keys of the sample text."""
+    _expect_scores(fn, *sample_qk())
+
+
+def attention_scores_random(fn, seed: int) -> None:
+    """Other batch shapes, head sizes and lengths."""
+    rng = random.Random(seed)
+    for i in range(4):
+        _expect_scores(
+            fn,
+            *_qk(
+                seed + i,
+                rng.randint(1, 2),
+                rng.randint(1, 4),
+                rng.randint(1, 6),
+                rng.randint(1, 6),
+                rng.choice([1, 4, 16, 64]),
+            ),
+        )
+    Q, K = _qk(seed, 1, 1, 5, 5, 8)
+    _expect_scores(fn, Q[0, 0], K[0, 0])  # no batch dims at all
+
+
+def _expect_weights(fn, Q, K) -> None:
+    got = call(fn, Q.clone(), K.clone(), name="attention_weights")
+    s = scores_oracle(Q, K)
+    want = _softmax(s, -1)
+    expect_shape(got, want.shape, "attention_weights(Q, K)")
+    diagnose = {
+        WRONG_DIM: _softmax(s, 0) if s.dim() > 2 else _softmax(s, -2),
+        ROWS_DIM: _softmax(s, -2),
+        **{k: _softmax(v, -1) for k, v in _diagnose_scores(Q, K, s).items()},
+    }
+    expect_close(
+        got,
+        want,
+        "attention_weights(Q, K)",
+        diagnose=diagnose,
+        what="torch's scaled dot-product attention",
+    )
+
+
+def attention_weights_rows(fn) -> None:
+    """Each query's weights over the keys sum to 1 (sample text, layer 0)."""
+    Q, K = sample_qk()
+    got = call(fn, Q, K, name="attention_weights")
+    expect_shape(got, Q.shape[:-1] + (K.shape[-2],), "attention_weights(Q, K)")
+    rows = got.sum(-1)
+    if not torch.allclose(
+        rows.double(), torch.ones_like(rows, dtype=torch.float64), atol=1e-4
+    ):
+        cols = got.sum(-2)
+        if torch.allclose(
+            cols.double(), torch.ones_like(cols, dtype=torch.float64), atol=1e-4
+        ):
+            fail(f"attention_weights is wrong: {ROWS_DIM}")
+        fail(f"attention_weights is wrong: {WRONG_DIM}")
+
+
+def attention_weights_values(fn) -> None:
+    """attention_weights equals the model's attention for layer 0 of the sample text."""
+    Q, K = sample_qk()
+    model, tok = models.oracle_model(), models.load_tokenizer()
+    with torch.no_grad():
+        want = model(**tok(data.SAMPLE_TEXT, return_tensors="pt")).attentions[0]
+    got = call(fn, Q, K, name="attention_weights")
+    s = scores_oracle(Q, K)
+    diagnose = {
+        WRONG_DIM: _softmax(s, 0),
+        ROWS_DIM: _softmax(s, -2),
+        **{k: _softmax(v, -1) for k, v in _diagnose_scores(Q, K, s).items()},
+    }
+    expect_close(
+        got,
+        want,
+        "attention_weights(Q, K)",
+        diagnose=diagnose,
+        what="the model's attentions[0]",
+    )
+
+
+def attention_weights_random(fn, seed: int) -> None:
+    """Other shapes, batch sizes and head sizes."""
+    rng = random.Random(seed)
+    for i in range(4):
+        _expect_weights(
+            fn,
+            *_qk(
+                seed + i,
+                rng.randint(2, 3),
+                rng.randint(1, 4),
+                rng.randint(2, 6),
+                rng.randint(2, 6),
+                rng.choice([2, 16, 64]),
+            ),
+        )
+
+
+def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
+    got = call(fn, d_k, n, seed, name="dot_product_std")
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        fail("dot_product_std should return a pair (unscaled_std, scaled_std).")
+    unscaled, scaled = (float(v) for v in got)
+    again = tuple(float(v) for v in call(fn, d_k, n, seed, name="dot_product_std"))
+    if again != (unscaled, scaled):
+        fail(
+            "dot_product_std gives different numbers for the same seed: seed a torch.Generator (or torch.manual_seed) with it."
+        )
+    tol = 5 * math.sqrt(2 / n)  # relative standard error of a sample std, with margin
+    if abs(unscaled / math.sqrt(d_k) - 1) > tol:
+        fail(
+            f"unscaled_std for d_k={d_k} is {unscaled:.3g}; the dot product of two unit-normal d_k-vectors has std sqrt(d_k) = {math.sqrt(d_k):.3g}."
+        )
+    if d_k > 1 and abs(scaled * math.sqrt(d_k) - 1) < tol:
+        fail(
+            f"scaled_std for d_k={d_k} is {scaled:.3g} = 1/sqrt(d_k): it divides by d_k; divide q·k by sqrt(d_k)."
+        )
+    if abs(scaled - 1) > tol:
+        fail(
+            f"scaled_std for d_k={d_k} is {scaled:.3g}; after dividing by sqrt(d_k) it should be close to 1."
+        )
+
+
+def dot_product_std_values(fn) -> None:
+    """dot_product_std(64, 20000, 0) is about (8, 1)."""
+    _expect_std(fn, 64, 20000, 0)
+
+
+def dot_product_std_random(fn, seed: int) -> None:
+    """Other head sizes and seeds, reproducible per seed."""
+    for d_k in (1, 5, 32, 300):
+        _expect_std(fn, d_k, 20000, seed + d_k)
