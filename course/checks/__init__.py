@@ -87,6 +87,8 @@ def call(fn: Callable, *args, name: str | None = None, **kwargs):
 HINTS = {
     "view size is not compatible": " Hint: after a transpose the tensor is not contiguous;"
     " call .contiguous() before .view, or use .reshape.",
+    "must match the size of tensor b": " Hint: these shapes do not broadcast; e.g. a (B, T)"
+    " mask must become (B, 1, 1, T) to be added to (B, H, T, T) scores.",
     "cannot be multiplied": " Hint: check which side needs a transpose; nn.Linear stores"
     " its weight as (out_features, in_features).",
 }

@@ -1,0 +1,330 @@
+"""Checks for 06_manual_attention: one head, the mask, all heads.
+
+Oracles: the model's own ``attentions`` and the self-attention module's own output
+(captured with a forward hook while the model runs), both computed before the
+student's code runs with that module's ``forward`` turned off.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+import torch.nn.functional as F
+
+from .. import data, models
+from . import call, expect_close, expect_shape, fail, forbid
+
+_softmax = torch.softmax
+BY_HAND = "Compute attention by hand from self_attn.query/key/value: calling the attention module (or torch's fused attention) is the shortcut this exercise turns off."
+NO_MASK = "padded keys get weight: the attention mask was not applied."
+SIGN = "the mask has the wrong sign: padded keys must get a large negative score, (1 - mask) * -10000 (or the dtype's min), so that exp() sends them to 0."
+MULTIPLIED = "the mask was multiplied into the scores; a score of 0 still gets weight. Add a large negative number at the padded keys instead."
+ON_K = (
+    "the attention probabilities were applied to K instead of V: context = probs @ V."
+)
+NO_SCALE = "missing 1/sqrt(d): divide the scores by the square root of the head size."
+MIXED = "view without transpose mixes heads: transpose the context back to (B, T, H, d) before merging to (B, T, D)."
+
+
+class Case:
+    """One oracle run: a model, a layer, a batch and what the model computed."""
+
+    def __init__(self, model, layer: int, input_ids, attention_mask):
+        self.model, self.layer = model, layer
+        self.mask = attention_mask
+        self.self_attn = model.encoder.layer[layer].attention.self
+        seen = {}
+
+        def keep(_module, _inputs, output) -> None:  # returns None: output unchanged
+            seen["ctx"] = output[0]
+
+        hook = self.self_attn.register_forward_hook(keep)
+        with torch.no_grad():
+            out = model(input_ids=input_ids, attention_mask=attention_mask)
+        hook.remove()
+        self.hidden = out.hidden_states[layer]  # (B, T, D)
+        self.probs = out.attentions[layer]  # (B, H, T, T)
+        self.context = seen["ctx"]  # (B, T, D)
+        c = model.config
+        self.H, self.d = c.num_attention_heads, c.hidden_size // c.num_attention_heads
+
+    def qkv(self, head: int | None = None):
+        """Q, K, V as (B, H, T, d), or (B, T, d) for one head (from the linears)."""
+        B, T, _ = self.hidden.shape
+        with torch.no_grad():
+            q, k, v = (
+                lin(self.hidden).view(B, T, self.H, self.d).transpose(1, 2)
+                for lin in (
+                    self.self_attn.query,
+                    self.self_attn.key,
+                    self.self_attn.value,
+                )
+            )
+        return (q, k, v) if head is None else (q[:, head], k[:, head], v[:, head])
+
+    def wrong_probs(self, head: int | None = None) -> dict:
+        """What each mask or scaling misconception would give."""
+        q, k, _ = self.qkv(head)
+        s = q @ k.mT / math.sqrt(self.d)
+        pad = (1.0 - self.mask.to(s.dtype))[:, None, :]  # (B, 1, T)
+        if head is None:
+            pad = pad[:, None]  # (B, 1, 1, T)
+        out = {
+            NO_SCALE: _softmax(s * math.sqrt(self.d) + pad * -1e4, -1),
+            MULTIPLIED: _softmax(s * (1 - pad), -1),
+        }
+        if bool(pad.any()):
+            out.update({NO_MASK: _softmax(s, -1), SIGN: _softmax(s + pad * 1e4, -1)})
+        return out
+
+    def run(self, fn, *args, name: str):
+        """Call the student's function with the module's shortcuts turned off."""
+        targets = [
+            (self.self_attn, "forward"),
+            (F, "scaled_dot_product_attention"),
+            (torch.nn.MultiheadAttention, "forward"),
+        ]
+        with forbid(targets, BY_HAND):
+            return call(fn, self.hidden.clone(), self.self_attn, *args, name=name)
+
+
+def _pair(got, name: str):
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        fail(f"{name} should return a pair (probs, context).")
+    return got
+
+
+def course_case(padded: bool = False) -> Case:
+    """Layer 0 of the course model on the sample text (and a short text, padded)."""
+    tok = models.load_tokenizer()
+    texts = [data.SAMPLE_TEXT, "A short one."] if padded else [data.SAMPLE_TEXT]
+    enc = tok(texts, padding=True, return_tensors="pt")
+    return Case(models.oracle_model(), 0, enc["input_ids"], enc["attention_mask"])
+
+
+def random_cases(seed: int, n: int = 3):
+    """Tiny BERTs of other sizes, at a random layer, on padded random batches."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        model = models.tiny_bert(
+            seed=rng.randint(0, 999),
+            num_layers=rng.randint(1, 3),
+            num_heads=rng.choice([1, 2, 3, 4]),
+            head_size=rng.choice([2, 4, 8]),
+        )
+        B, T = rng.randint(1, 3), rng.randint(2, 9)
+        gen = torch.Generator().manual_seed(rng.randint(0, 999))
+        ids = torch.randint(1, 100, (B, T), generator=gen)
+        lengths = [T] + [rng.randint(1, T) for _ in range(B - 1)]
+        mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
+        yield Case(model, rng.randrange(model.config.num_hidden_layers), ids, mask)
+
+
+def _expect_head(fn, case: Case, head: int, masked: bool, part: str) -> None:
+    args = (head, case.mask) if masked else (head,)
+    probs, context = _pair(case.run(fn, *args, name="head_attention"), "head_attention")
+    B, T, _ = case.hidden.shape
+    if part in ("shape", "all"):
+        expect_shape(probs, (B, T, T), "probs", "One head: (B, T, T).")
+        expect_shape(context, (B, T, case.d), "context", "One head: (B, T, d).")
+    if part in ("probs", "all"):
+        expect_close(
+            probs,
+            case.probs[:, head],
+            f"probs of head {head}",
+            diagnose=case.wrong_probs(head),
+            what="the model's attentions",
+        )
+    if part in ("context", "all"):
+        _, k, v = case.qkv(head)
+        want = case.context[..., head * case.d : (head + 1) * case.d]
+        diagnose = {ON_K: case.probs[:, head] @ k}
+        expect_close(
+            context,
+            want,
+            f"context of head {head}",
+            diagnose=diagnose,
+            what="the attention module's output",
+        )
+
+
+def head_attention_shapes(fn) -> None:
+    """head_attention returns probs (B, T, T) and context (B, T, d)."""
+    _expect_head(fn, course_case(), 0, False, "shape")
+
+
+def head_attention_probs(fn) -> None:
+    """Heads 0 and 7 of layer 0: probs equal the model's attentions."""
+    case = course_case()
+    for head in (0, 7):
+        _expect_head(fn, case, head, False, "probs")
+
+
+def head_attention_context(fn) -> None:
+    """Heads 0 and 7 of layer 0: context equals the attention module's output."""
+    case = course_case()
+    for head in (0, 7):
+        _expect_head(fn, case, head, False, "context")
+
+
+def head_attention_mask(fn) -> None:
+    """A padded batch of two texts: padded keys get zero weight."""
+    _expect_head(fn, course_case(padded=True), 3, True, "all")
+
+
+def head_attention_random(fn, seed: int) -> None:
+    """Other models, layers, heads, batches, lengths and padding."""
+    rng = random.Random(seed)
+    for case in random_cases(seed):
+        _expect_head(fn, case, rng.randrange(case.H), True, "all")
+
+
+def _expect_ext(fn, mask, dtype) -> None:
+    got = call(fn, mask.clone(), dtype, name="extended_mask")
+    B, T = mask.shape
+    if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T):
+        fail(
+            "extended_mask returned (B, T): the mask is not broadcast over heads and queries; make it (B, 1, 1, T)."
+        )
+    expect_shape(
+        got,
+        (B, 1, 1, T),
+        "extended_mask",
+        "It is added to scores of shape (B, H, T, T).",
+    )
+    if got.dtype != dtype:
+        fail(
+            f"extended_mask has dtype {got.dtype}; it should have the dtype asked for ({dtype}), the scores' dtype."
+        )
+    flat, keep = got[:, 0, 0], mask.bool()
+    if bool((flat[~keep] > 0).any()):
+        fail("extended_mask is positive at padding: " + SIGN)
+    if bool((flat[keep] != 0).any()):
+        fail(
+            "extended_mask is not 0 at real tokens: tokens keep their scores, only padding gets a large negative number (the mask is the wrong way round?)."
+        )
+    if bool((flat[~keep] > -1e4).any()):
+        fail(
+            "extended_mask at padding should be a large negative number (-10000 or less, e.g. torch.finfo(dtype).min)."
+        )
+
+
+def extended_mask_shape(fn) -> None:
+    """extended_mask of a (2, T) mask has shape (2, 1, 1, T)."""
+    enc = course_case(padded=True)
+    got = call(fn, enc.mask, torch.float32, name="extended_mask")
+    B, T = enc.mask.shape
+    if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T):
+        fail(
+            "extended_mask returned (B, T): the mask is not broadcast over heads and queries; make it (B, 1, 1, T)."
+        )
+    expect_shape(
+        got,
+        (B, 1, 1, T),
+        "extended_mask",
+        "It is added to scores of shape (B, H, T, T).",
+    )
+
+
+def extended_mask_values(fn) -> None:
+    """0 at tokens, a large negative number at padding, in the dtype asked for."""
+    _expect_ext(fn, course_case(padded=True).mask, torch.float32)
+
+
+def extended_mask_random(fn, seed: int) -> None:
+    """Random masks and dtypes."""
+    gen = torch.Generator().manual_seed(seed)
+    for dtype in (torch.float32, torch.float64, torch.float32):
+        B, T = torch.randint(1, 5, (2,), generator=gen).tolist()
+        mask = (torch.rand(B, T + 1, generator=gen) > 0.4).long()
+        mask[:, 0] = 1
+        _expect_ext(fn, mask, dtype)
+
+
+def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
+    args = (case.mask,) if masked else ()
+    probs, context = _pair(
+        case.run(fn, *args, name="multi_head_attention"), "multi_head_attention"
+    )
+    B, T, D = case.hidden.shape
+    expect_shape(probs, case.probs.shape, "probs", "(B, H, T, T).")
+    expect_shape(context, (B, T, D), "context", "(B, T, D): the heads merged back.")
+    if part in ("probs", "all"):
+        expect_close(
+            probs,
+            case.probs,
+            "probs",
+            diagnose=case.wrong_probs(),
+            what="the model's attentions",
+        )
+    if part in ("context", "all"):
+        _, k, v = case.qkv()
+        diagnose = {
+            MIXED: (case.probs @ v).reshape(B, T, D),
+            ON_K: (case.probs @ k).transpose(1, 2).reshape(B, T, D),
+        }
+        expect_close(
+            context,
+            case.context,
+            "context",
+            diagnose=diagnose,
+            what="the attention module's output",
+        )
+
+
+def multi_head_attention_probs(fn) -> None:
+    """All heads of layer 0: probs equal the model's attentions."""
+    _expect_mha(fn, course_case(), False, "probs")
+
+
+def multi_head_attention_context(fn) -> None:
+    """All heads of layer 0: context equals the attention module's output."""
+    _expect_mha(fn, course_case(), False, "context")
+
+
+def multi_head_attention_mask(fn) -> None:
+    """A padded batch: probs and context equal the model's."""
+    _expect_mha(fn, course_case(padded=True), True, "all")
+
+
+def multi_head_attention_random(fn, seed: int) -> None:
+    """Other models, layers, batches, lengths and padding."""
+    for case in random_cases(seed):
+        _expect_mha(fn, case, True, "all")
+
+
+def first_head_attention_values() -> None:
+    """attention_first_head_first_layer equals the model's attentions[0][0, 0]."""
+    from . import answer
+
+    got = answer("attention_first_head_first_layer")
+    case = course_case()
+    expect_close(
+        got,
+        case.probs[0, 0],
+        "attention_first_head_first_layer",
+        diagnose=case.wrong_probs(0)
+        | {
+            "it is transposed: row i is query i's weights over the keys.": case.probs[
+                0, 0
+            ].T
+        },
+        what="the model's attentions[0][0, 0]",
+    )
+
+
+def first_head_attention_rows() -> None:
+    """attention_first_head_first_layer is (T, T) and each row sums to 1."""
+    from . import answer
+
+    got = answer("attention_first_head_first_layer")
+    T = course_case().probs.shape[-1]
+    expect_shape(got, (T, T), "attention_first_head_first_layer")
+    if not torch.allclose(
+        got.sum(-1).double(), torch.ones(T, dtype=torch.float64), atol=1e-4
+    ):
+        fail(
+            "The rows of attention_first_head_first_layer do not sum to 1 — softmax over the key dim (-1)."
+        )
