@@ -6,7 +6,9 @@ A fixture module ``tests/fixtures/a<NN>.py`` (for assignment ``<NN>_...``) defin
   one submission holds all of them and must earn full marks;
 * ``MUTANTS``: a list of :class:`Mutant`, each one wrong answer with the test cells it
   must lose and a piece of the message each must show. Mutants of different cells
-  are graded together, round by round, in one submission per round.
+  are graded together, round by round, in one submission per round;
+* ``ISOLATED = True`` (optional): one submission per mutant instead, for notebooks
+  whose later answers call earlier ones (list the downstream cells in ``fails``).
 
 Every other test cell of a submission must keep its full points, so a mutant that
 drags down an unrelated exercise fails the test too.
@@ -76,6 +78,13 @@ def submissions(root: Path, assignment: str) -> dict[str, tuple[dict, dict[str, 
         "reference": (fill(release_nb, reference), {}),
         "alternatives": (fill(release_nb, {**reference, **fixtures.ALTERNATIVES}), {}),
     }
+    if getattr(fixtures, "ISOLATED", False):
+        for k, m in enumerate(fixtures.MUTANTS):
+            subs[f"mutant{k}"] = (
+                fill(release_nb, {**reference, m.cell: m.code}),
+                dict(m.fails),
+            )
+        return subs
     by_cell = itertools.groupby(
         sorted(fixtures.MUTANTS, key=lambda m: m.cell), lambda m: m.cell
     )

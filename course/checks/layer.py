@@ -1,0 +1,344 @@
+"""Checks for 07_full_layer: embeddings, attention block, feed-forward, layer, encoder.
+
+Oracles: the model's ``hidden_states`` and each submodule's own output, computed
+before the student's code runs with those modules' ``forward`` turned off.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn.functional as F
+
+from .. import data, models
+from . import call, expect_close, expect_shape, fail, forbid
+
+BY_HAND = "Build it from its parts (Linear, LayerNorm, Embedding modules): calling the block itself is the shortcut this exercise turns off."
+PRE_LN = "pre-LN instead of post-LN: BERT normalises after adding the residual, LayerNorm(x + sublayer(x))."
+AFTER_LN = (
+    "the residual was added after LayerNorm; BERT computes LayerNorm(x + sublayer(x))."
+)
+NO_RESIDUAL = "the residual connection is missing: LayerNorm(x + sublayer(x))."
+RELU = "ReLU instead of GELU: BERT's feed-forward uses GELU."
+TANH_GELU = "the tanh approximation of GELU; BERT's 'gelu' is the exact erf form (F.gelu(x) with its default)."
+DROPOUT = "the result changes from one call to the next: dropout is active. At inference dropout is off (eval mode, or training=False)."
+
+
+def _blocked(*modules) -> list:
+    return [(m, "forward") for m in modules] + [(F, "scaled_dot_product_attention")]
+
+
+class Case:
+    """The model's own intermediate values for one layer and batch."""
+
+    def __init__(self, model, layer: int, ids, types, mask):
+        self.model, self.ids, self.types, self.mask = model, ids, types, mask
+        self.layer = model.encoder.layer[layer]
+        seen = {}
+
+        def keep(_m, _i, output) -> None:
+            seen["attn"] = output[0] if isinstance(output, tuple) else output
+
+        hook = self.layer.attention.register_forward_hook(keep)
+        with torch.no_grad():
+            out = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        hook.remove()
+        self.states = out.hidden_states
+        self.hidden, self.after = out.hidden_states[layer], out.hidden_states[layer + 1]
+        self.attn_out = seen["attn"]  # (B, T, D): after the attention block
+        self.ext = (1.0 - mask[:, None, None, :].float()) * torch.finfo(
+            torch.float32
+        ).min
+
+    def context(self, x):
+        """Self-attention context (before the output dense) of input x."""
+        with torch.no_grad():
+            out = self.layer.attention.self(x, attention_mask=self.ext)
+        return out[0] if isinstance(out, tuple) else out
+
+
+def course_case(padded: bool = False, layer: int = 2) -> Case:
+    tok = models.load_tokenizer()
+    if padded:
+        enc = tok([data.SAMPLE_TEXT, "A short one."], padding=True, return_tensors="pt")
+    else:
+        enc = tok(*data.SENTENCE_PAIR, return_tensors="pt")  # token types 0 and 1
+    return Case(
+        models.oracle_model(),
+        layer,
+        enc["input_ids"],
+        enc["token_type_ids"],
+        enc["attention_mask"],
+    )
+
+
+def random_cases(seed: int, n: int = 3):
+    rng = random.Random(seed)
+    for _ in range(n):
+        model = models.tiny_bert(
+            seed=rng.randint(0, 999),
+            num_layers=rng.randint(1, 3),
+            num_heads=rng.choice([1, 2, 4]),
+            head_size=rng.choice([2, 4, 8]),
+        )
+        B, T = rng.randint(1, 3), rng.randint(2, 9)
+        gen = torch.Generator().manual_seed(rng.randint(0, 999))
+        ids = torch.randint(1, 100, (B, T), generator=gen)
+        types = torch.randint(0, 2, (B, T), generator=gen)
+        lengths = [T] + [rng.randint(1, T) for _ in range(B - 1)]
+        mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
+        yield Case(
+            model, rng.randrange(model.config.num_hidden_layers), ids, types, mask
+        )
+
+
+def _twice(fn, args, name):
+    a = call(fn, *args, name=name)
+    b = call(fn, *args, name=name)
+    if (
+        isinstance(a, torch.Tensor)
+        and isinstance(b, torch.Tensor)
+        and a.shape == b.shape
+        and not torch.equal(a, b)
+    ):
+        fail(f"{name}: {DROPOUT}")
+    return a
+
+
+def _expect_embeddings(fn, case: Case) -> None:
+    emb = case.model.embeddings
+    with forbid(_blocked(emb), BY_HAND):
+        got = _twice(fn, (case.ids, case.types, emb), "embeddings_forward")
+    want = case.states[0]
+    expect_shape(got, want.shape, "embeddings_forward(...)", "(B, T, D).")
+    T = case.ids.shape[1]
+    with torch.no_grad():
+        w, p, t = (
+            emb.word_embeddings(case.ids),
+            emb.position_embeddings.weight[:T],
+            emb.token_type_embeddings(case.types),
+        )
+        diagnose = {
+            "the position embeddings are missing: add position_embeddings(arange(T)).": emb.LayerNorm(
+                w + t
+            ),
+            "the token-type embeddings are missing: add token_type_embeddings(token_type_ids).": emb.LayerNorm(
+                w + p
+            ),
+            "the LayerNorm is missing: embeddings = LayerNorm(word + position + token type).": w
+            + p
+            + t,
+        }
+    expect_close(
+        got,
+        want,
+        "embeddings_forward(...)",
+        diagnose=diagnose,
+        what="the model's hidden_states[0]",
+    )
+
+
+def embeddings_forward_shape(fn) -> None:
+    """embeddings_forward gives (B, T, D)."""
+    case = course_case()
+    emb = case.model.embeddings
+    with forbid(_blocked(emb), BY_HAND):
+        got = call(fn, case.ids, case.types, emb, name="embeddings_forward")
+    expect_shape(got, case.states[0].shape, "embeddings_forward(...)", "(B, T, D).")
+
+
+def embeddings_forward_values(fn) -> None:
+    """embeddings_forward equals hidden_states[0] on a sentence pair (token types 0 and 1)."""
+    _expect_embeddings(fn, course_case())
+
+
+def embeddings_forward_random(fn, seed: int) -> None:
+    """Other model sizes, batches and token types."""
+    for case in random_cases(seed):
+        _expect_embeddings(fn, case)
+
+
+def _expect_attention_block(fn, case: Case, masked: bool) -> None:
+    att = case.layer.attention
+    args = (case.hidden.clone(), att) + ((case.mask,) if masked else ())
+    with forbid(_blocked(att, att.self, att.output), BY_HAND):
+        got = _twice(fn, args, "attention_block")
+    h, out = case.hidden, att.output
+    with torch.no_grad():
+        sub = out.dense(case.context(h))
+        diagnose = {
+            PRE_LN: h + out.dense(case.context(out.LayerNorm(h))),
+            AFTER_LN: out.LayerNorm(sub) + h,
+            NO_RESIDUAL: out.LayerNorm(sub),
+        }
+    expect_close(
+        got,
+        case.attn_out,
+        "attention_block(...)",
+        diagnose=diagnose,
+        what="the layer's attention output",
+    )
+
+
+def attention_block_values(fn) -> None:
+    """attention_block equals layer 2's attention output (course model, no padding)."""
+    _expect_attention_block(fn, course_case(), masked=False)
+
+
+def attention_block_mask(fn) -> None:
+    """attention_block on a padded batch, with its mask."""
+    _expect_attention_block(fn, course_case(padded=True), masked=True)
+
+
+def attention_block_random(fn, seed: int) -> None:
+    """Other models, layers, batches and padding."""
+    for case in random_cases(seed):
+        _expect_attention_block(fn, case, masked=True)
+
+
+def _expect_feed_forward(fn, case: Case) -> None:
+    layer, x = case.layer, case.attn_out
+    with forbid(_blocked(layer, layer.intermediate, layer.output), BY_HAND):
+        got = _twice(fn, (x.clone(), layer), "feed_forward")
+    with torch.no_grad():
+        want = case.after
+        up, down, ln = (
+            layer.intermediate.dense,
+            layer.output.dense,
+            layer.output.LayerNorm,
+        )
+
+        def ff(act):
+            return down(act(up(x)))
+
+        diagnose = {
+            RELU: ln(ff(F.relu) + x),
+            TANH_GELU: ln(ff(lambda v: F.gelu(v, approximate="tanh")) + x),
+            NO_RESIDUAL: ln(ff(F.gelu)),
+            AFTER_LN: ln(ff(F.gelu)) + x,
+            PRE_LN: x + down(F.gelu(up(ln(x)))),
+        }
+    expect_close(
+        got,
+        want,
+        "feed_forward(...)",
+        diagnose=diagnose,
+        what="the layer's output",
+        atol=2e-4,
+    )
+
+
+def feed_forward_values(fn) -> None:
+    """feed_forward equals layer 2's output given its attention output."""
+    _expect_feed_forward(fn, course_case())
+
+
+def feed_forward_random(fn, seed: int) -> None:
+    """Other models and layers."""
+    for case in random_cases(seed):
+        _expect_feed_forward(fn, case)
+
+
+def _layer_modules(layer):
+    att = layer.attention
+    return layer, att, att.self, att.output, layer.intermediate, layer.output
+
+
+def _expect_layer(fn, case: Case, masked: bool) -> None:
+    args = (case.hidden.clone(), case.layer) + ((case.mask,) if masked else ())
+    with forbid(_blocked(*_layer_modules(case.layer)), BY_HAND):
+        got = _twice(fn, args, "bert_layer")
+    expect_shape(got, case.after.shape, "bert_layer(...)", "(B, T, D).")
+    expect_close(
+        got,
+        case.after,
+        "bert_layer(...)",
+        what="the model's next hidden state",
+        atol=2e-4,
+    )
+
+
+def bert_layer_values(fn) -> None:
+    """bert_layer maps hidden_states[2] to hidden_states[3] (course model)."""
+    _expect_layer(fn, course_case(), masked=False)
+
+
+def bert_layer_mask(fn) -> None:
+    """bert_layer on a padded batch, with its mask."""
+    _expect_layer(fn, course_case(padded=True), masked=True)
+
+
+def bert_layer_random(fn, seed: int) -> None:
+    """Other models, layers, batches and padding."""
+    for case in random_cases(seed):
+        _expect_layer(fn, case, masked=True)
+
+
+def _expect_encoder(fn, case: Case) -> None:
+    model = case.model
+    modules = [model, model.embeddings, model.encoder] + [
+        m for layer in model.encoder.layer for m in _layer_modules(layer)
+    ]
+    with forbid(_blocked(*modules), BY_HAND):
+        got = call(fn, case.ids, case.types, model, case.mask, name="bert_encoder")
+    L = model.config.num_hidden_layers
+    if not isinstance(got, (tuple, list)):
+        fail(
+            f"bert_encoder should return a tuple of {L + 1} tensors, not a {type(got).__name__}."
+        )
+    if len(got) == L:
+        fail(
+            f"bert_encoder returned {L} tensors; hidden_states has L + 1 = {L + 1}: the embedding output comes first."
+        )
+    if len(got) != L + 1:
+        fail(
+            f"bert_encoder returned {len(got)} tensors; it should return L + 1 = {L + 1}."
+        )
+    with torch.no_grad():
+        unmasked = model(input_ids=case.ids, token_type_ids=case.types).hidden_states
+    for i, (g, want) in enumerate(zip(got, case.states, strict=True)):
+        diagnose = (
+            {
+                "the attention mask was not passed on: padded tokens are attended to.": unmasked[
+                    i
+                ]
+            }
+            if bool((case.mask == 0).any())
+            else {}
+        )
+        expect_close(
+            g,
+            want,
+            f"bert_encoder(...)[{i}]",
+            diagnose=diagnose,
+            what=f"the model's hidden_states[{i}]",
+            atol=3e-4,
+            rtol=3e-4,
+        )
+
+
+def bert_encoder_length(fn) -> None:
+    """bert_encoder returns L + 1 tensors of shape (B, T, D)."""
+    case = course_case()
+    model = case.model
+    got = call(fn, case.ids, case.types, model, case.mask, name="bert_encoder")
+    L = model.config.num_hidden_layers
+    if not isinstance(got, (tuple, list)) or len(got) != L + 1:
+        n = len(got) if isinstance(got, (tuple, list)) else type(got).__name__
+        fail(
+            f"bert_encoder should return a tuple of L + 1 = {L + 1} tensors (embedding output first); got {n}."
+        )
+    for i, g in enumerate(got):
+        expect_shape(g, case.states[0].shape, f"bert_encoder(...)[{i}]")
+
+
+def bert_encoder_values(fn) -> None:
+    """bert_encoder equals the model's hidden_states on a padded batch."""
+    _expect_encoder(fn, course_case(padded=True))
+
+
+def bert_encoder_random(fn, seed: int) -> None:
+    """Other models, batches, token types and padding."""
+    for case in random_cases(seed):
+        _expect_encoder(fn, case)
