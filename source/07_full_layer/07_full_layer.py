@@ -232,7 +232,7 @@ with torch.no_grad():
         batch["input_ids"], batch["token_type_ids"], model, batch["attention_mask"]
     )
     theirs = model(**batch).hidden_states
-for i, (a, b) in enumerate(zip(ours, theirs)):
+for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
     print(f"hidden_states[{i}]: largest difference {(a - b).abs().max():.2e}")
 
 # %% test="test_bert_encoder_length" points=1
