@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup lab test lint format notebooks release grade feedback report check clean
+.PHONY: help setup browser lab test lint format notebooks release grade feedback report check clean
 
 help:  ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -21,7 +21,12 @@ setup: $(BIN)/.installed  ## Create .venv and install the course (idempotent)
 lab: setup  ## Set up, copy release/ to mywork/ and open it in JupyterLab
 	$(BIN)/python -m course lab
 
-test: setup lint  ## Set up and run every test
+browser:  ## Install Debian's Chromium for the browser tests (needs root or sudo)
+	@command -v chromium >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+test: setup browser lint  ## Set up and run every test
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: setup  ## ruff: lint and format check (no changes)
