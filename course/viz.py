@@ -53,7 +53,7 @@ def asset_path(name: str) -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _asset_text(name: str) -> str:
     return asset_path(name).read_text("utf-8")
 
