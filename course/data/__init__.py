@@ -57,3 +57,23 @@ def newsgroups_texts(n: int = 20, fallback: bool = True) -> list[str]:
         return sample_texts()[:n]
     texts = [" ".join(t.split()[:40]) for t in bunch.data if t.strip()]
     return texts[:n]
+
+
+def next_token_task(batch: int, seq_len: int, vocab: int, generator=None):
+    """A next-token task whose answer depends on order.
+
+    Each row is ``seq_len`` random tokens; the target at position t is the token at
+    position t + 1 (the last position's target is ``-100``, ignored by
+    ``cross_entropy``). A model must know which token comes next, so a model that
+    cannot see order cannot solve it.
+
+    Returns
+    -------
+    tokens, targets : LongTensor (batch, seq_len)
+    """
+    import torch
+
+    tokens = torch.randint(0, vocab, (batch, seq_len), generator=generator)
+    targets = torch.full_like(tokens, -100)
+    targets[:, :-1] = tokens[:, 1:]
+    return tokens, targets

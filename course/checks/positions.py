@@ -1,0 +1,290 @@
+"""Checks for 08_positions_and_masks.
+
+Oracles: sinusoids built as complex exponentials (``torch.polar``), index comparison
+for the causal mask, and torch's ``scaled_dot_product_attention(is_causal=True)``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+import torch.nn.functional as F
+
+from .. import models
+from . import call, expect_close, expect_shape, fail, forbid
+
+_sdpa = F.scaled_dot_product_attention
+SWAPPED = "the causal mask is upper/lower swapped: query i may attend keys j <= i, the lower triangle (True on and below the diagonal)."
+
+
+def sinusoid_oracle(max_len: int, d_model: int) -> torch.Tensor:
+    """PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = 10000^(-2i/d)."""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    z = torch.polar(torch.ones(max_len, freq.numel(), dtype=torch.float64), pos * freq)
+    pairs = torch.stack([z.imag, z.real], dim=-1).reshape(
+        max_len, -1
+    )  # sin, cos interleaved
+    return pairs[:, :d_model]
+
+
+def _expect_pe(fn, max_len: int, d_model: int) -> None:
+    got = call(fn, max_len, d_model, name="sinusoidal_encoding")
+    want = sinusoid_oracle(max_len, d_model)
+    expect_shape(
+        got,
+        want.shape,
+        f"sinusoidal_encoding({max_len}, {d_model})",
+        "(max_len, d_model).",
+    )
+    diagnose = {}
+    if d_model % 2 == 0:
+        sin, cos = want[:, 0::2], want[:, 1::2]
+        idx = torch.arange(d_model, dtype=torch.float64)
+        angle = torch.arange(max_len, dtype=torch.float64)[:, None] * 10000.0 ** (
+            -idx / d_model
+        )
+        diagnose = {
+            "sin and cos are swapped: even columns are sin, odd columns cos.": torch.stack(
+                [cos, sin], -1
+            ).reshape(max_len, -1),
+            "sin and cos are concatenated (all sin, then all cos); they alternate: column 2i is sin, 2i+1 is cos.": torch.cat(
+                [sin, cos], -1
+            ),
+            "the frequency uses the column index j; it uses 2i, the same for columns 2i and 2i+1: 10000^(-2i/d).": torch.where(
+                idx % 2 == 0, angle.sin(), angle.cos()
+            ),
+        }
+    expect_close(
+        got,
+        want,
+        f"sinusoidal_encoding({max_len}, {d_model})",
+        diagnose=diagnose,
+        what="the sinusoid formula",
+        atol=1e-4,
+    )
+
+
+def sinusoidal_shape(fn) -> None:
+    """sinusoidal_encoding(50, 16) has shape (50, 16) and row 0 is [0, 1, 0, 1, ...]."""
+    got = call(fn, 50, 16, name="sinusoidal_encoding")
+    expect_shape(got, (50, 16), "sinusoidal_encoding(50, 16)")
+    expect_close(
+        got[0],
+        sinusoid_oracle(1, 16)[0],
+        "row 0 (position 0)",
+        what="sin(0) = 0, cos(0) = 1",
+    )
+
+
+def sinusoidal_values(fn) -> None:
+    """sinusoidal_encoding(50, 16) equals the formula."""
+    _expect_pe(fn, 50, 16)
+
+
+def sinusoidal_random(fn, seed: int) -> None:
+    """Other lengths and widths, odd widths included."""
+    rng = random.Random(seed)
+    for _ in range(4):
+        _expect_pe(fn, rng.randint(1, 200), rng.choice([2, 6, 32, 128, 7]))
+
+
+def _expect_causal(fn, T: int) -> None:
+    got = call(fn, T, name="causal_mask")
+    if not isinstance(got, torch.Tensor):
+        fail(f"causal_mask should return a tensor, not {type(got).__name__}.")
+    if got.dtype != torch.bool:
+        fail(
+            f"causal_mask should be a bool tensor (True = may attend), not {got.dtype}."
+        )
+    expect_shape(got, (T, T), f"causal_mask({T})")
+    i = torch.arange(T)
+    want = i[:, None] >= i[None, :]
+    if torch.equal(got, want):
+        return
+    if torch.equal(got, want.T):
+        fail(SWAPPED)
+    if torch.equal(got, i[:, None] > i[None, :]):
+        fail(
+            "the diagonal is masked: a token may attend to itself (j <= i, not j < i)."
+        )
+    if torch.equal(got, ~want):
+        fail(
+            "True and False are the wrong way round: True means the query may attend that key."
+        )
+    fail(f"causal_mask({T}) is not the lower triangle (True where key <= query).")
+
+
+def causal_mask_small(fn) -> None:
+    """causal_mask(4) is the (4, 4) lower triangle of True."""
+    _expect_causal(fn, 4)
+
+
+def causal_mask_random(fn, seed: int) -> None:
+    """Other lengths, 1 included."""
+    for T in (1, 2, 7, 1 + seed % 13):
+        _expect_causal(fn, T)
+
+
+def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
+    with forbid(
+        [(F, "scaled_dot_product_attention")],
+        "Build the causal attention yourself (scores, mask, softmax): torch's fused attention is turned off for this exercise.",
+    ):
+        got = call(fn, Q.clone(), K.clone(), V.clone(), name="causal_attention")
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        fail("causal_attention should return a pair (probs, context).")
+    probs, context = got
+    T = Q.shape[-2]
+    eye = torch.eye(T, dtype=torch.float64).expand(*Q.shape[:-2], T, T)
+    want_p = _sdpa(Q.double(), K.double(), eye, is_causal=True)
+    want_c = _sdpa(Q.double(), K.double(), V.double(), is_causal=True)
+    s = Q.double() @ K.double().mT / math.sqrt(Q.shape[-1])
+    tril = torch.ones(T, T, dtype=torch.bool).tril()
+    diagnose = {
+        SWAPPED: torch.softmax(s.masked_fill(~tril.T, float("-inf")), -1),
+        "the mask was applied after the softmax: rows no longer sum to 1. Mask the scores (-inf) before the softmax.": torch.softmax(
+            s, -1
+        )
+        * tril,
+        "missing 1/sqrt(d): divide the scores by the square root of the head size.": torch.softmax(
+            (s * math.sqrt(Q.shape[-1])).masked_fill(~tril, float("-inf")), -1
+        ),
+        "the causal mask is missing: query i must not see keys after i.": torch.softmax(
+            s, -1
+        ),
+    }
+    if part in ("probs", "all"):
+        expect_close(
+            probs, want_p, "probs", diagnose=diagnose, what="torch's causal attention"
+        )
+    if part in ("context", "all"):
+        expect_close(
+            context,
+            want_c,
+            "context",
+            diagnose={k: v @ V.double() for k, v in diagnose.items()},
+            what="torch's causal attention",
+        )
+
+
+def _qkv(seed, *shape):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) for _ in range(3))
+
+
+def causal_attention_probs(fn) -> None:
+    """probs equal torch's causal attention weights (B=2, H=3, T=5, d=8)."""
+    _expect_causal_attention(fn, *_qkv(0, 2, 3, 5, 8), part="probs")
+
+
+def causal_attention_context(fn) -> None:
+    """context equals torch's causal attention output."""
+    _expect_causal_attention(fn, *_qkv(1, 2, 3, 5, 8), part="context")
+
+
+def causal_attention_random(fn, seed: int) -> None:
+    """Other shapes, without batch dims too."""
+    rng = random.Random(seed)
+    for i in range(4):
+        shape = [rng.randint(1, 3) for _ in range(rng.randint(0, 2))] + [
+            rng.randint(1, 8),
+            rng.choice([2, 16]),
+        ]
+        _expect_causal_attention(fn, *_qkv(seed + i, *shape), part="all")
+
+
+class AddPositions(torch.nn.Module):
+    """A layer that adds sinusoidal positions before a BERT layer: order-aware."""
+
+    def __init__(self, layer, d_model: int):
+        super().__init__()
+        self.layer, self.d_model = layer, d_model
+
+    def forward(self, hidden):
+        pe = sinusoid_oracle(hidden.shape[-2], self.d_model).to(hidden.dtype)
+        return self.layer(hidden + pe)
+
+
+def _expect_perm(fn, layer, hidden, perm, truth: bool, what: str) -> None:
+    got = call(fn, layer, hidden.clone(), perm, name="permutation_check")
+    if isinstance(got, torch.Tensor) and got.numel() == 1:
+        got = bool(got)
+    if not isinstance(got, bool):
+        fail(f"permutation_check should return a bool, not {type(got).__name__}.")
+    if got == truth:
+        return
+    if truth:
+        # An exactly equivariant layer (copying its input) tells the two mistakes apart.
+        exact = call(
+            fn, lambda h: h.clone(), hidden.clone(), perm, name="permutation_check"
+        )
+        if bool(exact):
+            fail(
+                f"permutation_check said False for {what}, whose outputs agree up to float rounding: compare with a tolerance (torch.allclose); reordering tokens reorders float sums."
+            )
+        fail(
+            f"permutation_check said False for {what}: compare layer(x[:, perm]) with layer(x)[:, perm] — the output permuted the same way."
+        )
+    fail(f"permutation_check said True for {what}, which does see token order.")
+
+
+def _bert_layer(seed: int, heads: int = 4):
+    return models.tiny_bert(seed=seed, num_layers=1, num_heads=heads).encoder.layer[0]
+
+
+def permutation_check_bert(fn) -> None:
+    """A BERT layer without positions: True (it cannot see order)."""
+    layer = _bert_layer(0)
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(2, 6, 32, generator=g)
+    _expect_perm(
+        fn, layer, hidden, torch.tensor([3, 0, 5, 1, 4, 2]), True, "a BERT layer"
+    )
+
+
+def permutation_check_positions(fn) -> None:
+    """The same layer with sinusoidal positions added: False."""
+    layer = AddPositions(_bert_layer(0), 32)
+    g = torch.Generator().manual_seed(1)
+    hidden = torch.randn(2, 6, 32, generator=g)
+    _expect_perm(
+        fn,
+        layer,
+        hidden,
+        torch.tensor([3, 0, 5, 1, 4, 2]),
+        False,
+        "a layer that adds positions",
+    )
+
+
+def permutation_check_random(fn, seed: int) -> None:
+    """Other layers, sizes and permutations (the identity included)."""
+    rng = random.Random(seed)
+    g = torch.Generator().manual_seed(seed)
+    for i in range(3):
+        heads = rng.choice([1, 2, 4])
+        layer, T = _bert_layer(seed + i, heads), rng.randint(3, 9)
+        hidden = torch.randn(rng.randint(1, 3), T, heads * 8, generator=g) * 3
+        perm = torch.randperm(T, generator=g)
+        while torch.equal(perm, torch.arange(T)):
+            perm = torch.randperm(T, generator=g)
+        _expect_perm(fn, layer, hidden, perm, True, "a BERT layer")
+        _expect_perm(
+            fn,
+            AddPositions(layer, heads * 8),
+            hidden,
+            perm,
+            False,
+            "a layer that adds positions",
+        )
+        _expect_perm(
+            fn,
+            AddPositions(layer, heads * 8),
+            hidden,
+            torch.arange(T),
+            True,
+            "the identity permutation",
+        )

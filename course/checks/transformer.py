@@ -1,0 +1,350 @@
+"""Checks for 09_build_a_transformer.
+
+Oracles: ``torch.nn.MultiheadAttention`` and ``torch.nn.TransformerEncoderLayer``
+(both ``norm_first`` settings) loaded with the student's weights, and held-out
+accuracy on freshly drawn data of :func:`course.data.next_token_task`.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data import next_token_task
+from . import call, expect_close, expect_shape, fail, forbid
+
+BUILD = "Build attention from your own projections: torch's MultiheadAttention and fused attention are turned off while your module runs."
+INVERTED = "the mask is inverted: True means the query may attend that key."
+
+
+def _mha_like(att, d_model: int, heads: int) -> nn.MultiheadAttention:
+    """torch's MultiheadAttention holding the student's four projections."""
+    ref = nn.MultiheadAttention(d_model, heads, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(
+            torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight])
+        )
+        ref.in_proj_bias.copy_(
+            torch.cat([att.q_proj.bias, att.k_proj.bias, att.v_proj.bias])
+        )
+        ref.out_proj.weight.copy_(att.out_proj.weight)
+        ref.out_proj.bias.copy_(att.out_proj.bias)
+    return ref.eval()
+
+
+def _torch_mask(mask, heads: int):
+    """Our bool mask (True = may attend) as torch's attn_mask (True = blocked)."""
+    if mask is None:
+        return None
+    return ~(mask if mask.dim() == 2 else mask.repeat_interleave(heads, dim=0))
+
+
+def _build_attention(cls, d_model: int, heads: int, seed: int):
+    torch.manual_seed(seed)
+    att = call(cls, d_model, heads, name="MultiHeadSelfAttention")
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        lin = getattr(att, name, None)
+        if not isinstance(lin, nn.Linear) or lin.bias is None:
+            fail(
+                f"MultiHeadSelfAttention needs an attribute {name!r}: an nn.Linear with bias."
+            )
+        if (lin.in_features, lin.out_features) != (d_model, d_model):
+            fail(
+                f"{name} should be nn.Linear({d_model}, {d_model}), not ({lin.in_features}, {lin.out_features})."
+            )
+    return att.eval()
+
+
+def _run(module, x, mask, name):
+    blocked = [
+        (nn.MultiheadAttention, "forward"),
+        (F, "multi_head_attention_forward"),
+        (F, "scaled_dot_product_attention"),
+    ]
+    with forbid(blocked, BUILD), torch.no_grad():
+        return call(module, x, mask, name=name)
+
+
+def _expect_attention(cls, d_model, heads, B, T, mask_kind, seed) -> None:
+    att = _build_attention(cls, d_model, heads, seed)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, d_model, generator=g)
+    mask = None
+    if mask_kind == "causal":
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+    elif mask_kind == "batch":
+        mask = torch.rand(B, T, T, generator=g) > 0.3
+        mask[:, :, 0] = True  # every query may attend something
+    got = _run(att, x, mask, "MultiHeadSelfAttention.forward")
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        fail("forward should return a pair (out, probs).")
+    out, probs = got
+    ref = _mha_like(att, d_model, heads)
+    with torch.no_grad():
+        want, want_p = ref(
+            x,
+            x,
+            x,
+            attn_mask=_torch_mask(mask, heads),
+            need_weights=True,
+            average_attn_weights=False,
+        )
+        diagnose = {}
+        if mask is not None:
+            inv = ~mask
+            w_inv, p_inv = ref(
+                x,
+                x,
+                x,
+                attn_mask=_torch_mask(inv, heads),
+                need_weights=True,
+                average_attn_weights=False,
+            )
+            diagnose = {INVERTED: w_inv}
+    expect_shape(probs, (B, heads, T, T), "probs", "(B, H, T, T).")
+    expect_shape(out, (B, T, d_model), "out", "(B, T, D).")
+    what = "torch.nn.MultiheadAttention with your weights"
+    expect_close(
+        probs,
+        want_p,
+        "probs",
+        diagnose={INVERTED: p_inv} if mask is not None else {},
+        what=what,
+    )
+    expect_close(out, want, "out", diagnose=diagnose, what=what)
+
+
+def mhsa_structure(cls) -> None:
+    """MultiHeadSelfAttention(32, 4) has q/k/v/out projections and returns (out, probs)."""
+    att = _build_attention(cls, 32, 4, 0)
+    out = _run(att, torch.randn(2, 5, 32), None, "MultiHeadSelfAttention.forward")
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        fail("forward should return a pair (out, probs).")
+    expect_shape(out[0], (2, 5, 32), "out")
+    expect_shape(out[1], (2, 4, 5, 5), "probs")
+
+
+def mhsa_values(cls) -> None:
+    """Without a mask, out and probs equal torch's MultiheadAttention."""
+    _expect_attention(cls, 32, 4, 2, 5, None, seed=1)
+
+
+def mhsa_mask(cls) -> None:
+    """With a causal (T, T) mask and a (B, T, T) mask."""
+    _expect_attention(cls, 32, 4, 2, 6, "causal", seed=2)
+    _expect_attention(cls, 32, 4, 3, 6, "batch", seed=3)
+
+
+def mhsa_random(cls, seed: int) -> None:
+    """Other widths, head counts, batches, lengths and masks."""
+    rng = random.Random(seed)
+    for i in range(4):
+        heads = rng.choice([1, 2, 3, 4])
+        _expect_attention(
+            cls,
+            heads * rng.choice([2, 8]),
+            heads,
+            rng.randint(1, 3),
+            rng.randint(1, 7),
+            rng.choice([None, "causal", "batch"]),
+            seed + i,
+        )
+
+
+def _reference_layer(block, d_model, heads, d_ff, norm_first):
+    ref = nn.TransformerEncoderLayer(
+        d_model,
+        heads,
+        d_ff,
+        dropout=0.0,
+        activation="relu",
+        batch_first=True,
+        norm_first=norm_first,
+    )
+    with torch.no_grad():
+        ref.self_attn.load_state_dict(
+            _mha_like(block.attn, d_model, heads).state_dict()
+        )
+        for mine, theirs in (
+            (block.ff[0], ref.linear1),
+            (block.ff[2], ref.linear2),
+            (block.norm1, ref.norm1),
+            (block.norm2, ref.norm2),
+        ):
+            theirs.load_state_dict(mine.state_dict())
+    return ref.eval()
+
+
+def _expect_block(cls, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> None:
+    torch.manual_seed(seed)
+    block = call(cls, d_model, heads, d_ff, norm_first, name="EncoderBlock")
+    for name, kind in (
+        ("attn", nn.Module),
+        ("norm1", nn.LayerNorm),
+        ("norm2", nn.LayerNorm),
+        ("ff", nn.Sequential),
+    ):
+        if not isinstance(getattr(block, name, None), kind):
+            fail(f"EncoderBlock needs an attribute {name!r} ({kind.__name__}).")
+    if len(block.ff) != 3 or not isinstance(block.ff[1], nn.ReLU):
+        fail(
+            "EncoderBlock.ff should be nn.Sequential(Linear(D, d_ff), ReLU(), Linear(d_ff, D))."
+        )
+    block.eval()
+    with torch.no_grad():  # non-trivial LayerNorm parameters, so their order shows
+        for norm in (block.norm1, block.norm2):
+            norm.weight.normal_(1.0, 0.3)
+            norm.bias.normal_(0.0, 0.3)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, d_model, generator=g)
+    mask = torch.ones(T, T, dtype=torch.bool).tril() if masked else None
+    got = _run(block, x, mask, "EncoderBlock.forward")
+    ref = _reference_layer(block, d_model, heads, d_ff, norm_first)
+    other = _reference_layer(block, d_model, heads, d_ff, not norm_first)
+    with torch.no_grad():
+        want = ref(x, src_mask=_torch_mask(mask, heads))
+        wrong = other(x, src_mask=_torch_mask(mask, heads))
+    if norm_first:
+        hint = "with norm_first=True, LayerNorm comes before each sublayer: x + attn(norm1(x)), then x + ff(norm2(x)) (pre-LN)."
+    else:
+        hint = "with norm_first=False, LayerNorm comes after each residual: norm1(x + attn(x)), then norm2(x + ff(x)) (post-LN)."
+    expect_close(
+        got,
+        want,
+        f"EncoderBlock(norm_first={norm_first})(x)",
+        diagnose={hint: wrong},
+        what="torch.nn.TransformerEncoderLayer with your weights",
+    )
+
+
+def block_post_ln(cls) -> None:
+    """norm_first=False equals TransformerEncoderLayer (post-LN)."""
+    _expect_block(cls, 32, 4, 64, False, 2, 5, False, seed=4)
+
+
+def block_pre_ln(cls) -> None:
+    """norm_first=True equals TransformerEncoderLayer (pre-LN), with a causal mask."""
+    _expect_block(cls, 32, 4, 64, True, 2, 5, True, seed=5)
+
+
+def block_random(cls, seed: int) -> None:
+    """Other sizes, both norm_first settings, with and without masks."""
+    rng = random.Random(seed)
+    for i in range(4):
+        heads = rng.choice([1, 2, 4])
+        _expect_block(
+            cls,
+            heads * 8,
+            heads,
+            rng.choice([16, 48]),
+            i % 2 == 0,
+            rng.randint(1, 3),
+            rng.randint(1, 7),
+            rng.random() < 0.5,
+            seed + i,
+        )
+
+
+def _held_out_accuracy(model, seed: int) -> float:
+    vocab, seq_len = model.vocab_size, model.seq_len
+    tokens, targets = next_token_task(
+        512, seq_len, vocab, torch.Generator().manual_seed(10_000 + seed)
+    )
+    model.eval()
+    with torch.no_grad():
+        logits = call(model, tokens, name="the trained model")
+    expect_shape(
+        logits,
+        (512, seq_len, vocab),
+        "model(tokens)",
+        "Logits for every position: (B, T, vocab).",
+    )
+    keep = targets != -100
+    return float((logits.argmax(-1) == targets)[keep].float().mean())
+
+
+def _train(fn, seed: int, use_positions: bool):
+    got = call(fn, seed, use_positions=use_positions, name="train_tiny_transformer")
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        fail("train_tiny_transformer should return (model, history).")
+    model, history = got
+    for attr in ("vocab_size", "seq_len"):
+        if not isinstance(getattr(model, attr, None), int):
+            fail(f"The model should carry an int attribute {attr!r} (the task's size).")
+    if not isinstance(history, dict) or not history.get("loss"):
+        fail("history should be a dict with a non-empty 'loss' list.")
+    return model, history
+
+
+def train_with_positions(fn) -> None:
+    """With positions the model predicts the next token on held-out data (>= 90%)."""
+    model, history = _train(fn, 0, True)
+    acc = _held_out_accuracy(model, 0)
+    if acc < 0.9:
+        fail(
+            f"With positions the held-out accuracy is {acc:.2f}; it should reach 0.90. Train longer or check the positions are added."
+        )
+
+
+def train_without_positions(fn) -> None:
+    """Without positions it cannot (held-out accuracy <= 50%)."""
+    model, _ = _train(fn, 0, False)
+    acc = _held_out_accuracy(model, 1)
+    if acc > 0.5:
+        fail(
+            f"Without positions the held-out accuracy is {acc:.2f}; a model that cannot see order should stay far below 0.9. Are positions still added when use_positions=False?"
+        )
+
+
+def train_deterministic(fn, seed: int) -> None:
+    """The same seed gives the same loss curve; another seed learns too."""
+    _, first = _train(fn, seed, True)
+    _, again = _train(fn, seed, True)
+    if first["loss"] != again["loss"]:
+        fail(
+            "Two runs with the same seed give different losses: seed torch (and every generator) from `seed`."
+        )
+
+
+def _expect_memory(fn, B, H, T, nbytes) -> None:
+    got = call(fn, B, H, T, nbytes, name="attention_memory")
+    if isinstance(got, bool) or not isinstance(got, int):
+        fail(
+            f"attention_memory should return an int (bytes), not {type(got).__name__}."
+        )
+    probe = torch.empty(
+        B, H, T, T, dtype={2: torch.float16, 4: torch.float32, 8: torch.float64}[nbytes]
+    )
+    want = probe.numel() * probe.element_size()
+    if got == want:
+        return
+    if got == B * T * T * nbytes:
+        fail("attention_memory forgot the heads: every head has its own (T, T) matrix.")
+    if got == B * H * T * nbytes:
+        fail(
+            "attention_memory grows linearly in T; the attention matrix is (T, T), so it grows with T^2."
+        )
+    fail(
+        f"attention_memory({B}, {H}, {T}, {nbytes}) is {got}; a (B, H, T, T) tensor of that dtype takes {want} bytes."
+    )
+
+
+def attention_memory_small(fn) -> None:
+    """attention_memory(2, 12, 128) matches a real (2, 12, 128, 128) float32 tensor."""
+    _expect_memory(fn, 2, 12, 128, 4)
+
+
+def attention_memory_random(fn, seed: int) -> None:
+    """Other sizes and dtypes."""
+    rng = random.Random(seed)
+    for _ in range(4):
+        _expect_memory(
+            fn,
+            rng.randint(1, 4),
+            rng.randint(1, 16),
+            rng.randint(1, 200),
+            rng.choice([2, 4, 8]),
+        )
