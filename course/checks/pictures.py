@@ -1,0 +1,187 @@
+"""Checks for 10_visualize: heatmaps, top-attended tokens, previous-token heads.
+
+Oracles: the image and tick labels read back off the returned matplotlib Axes, the
+sorted row of the attention matrix, and the model's own ``attentions``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from .. import data, models
+from . import call, expect_close, fail
+
+TRANSPOSED = "the heatmap is transposed: rows (y axis) are queries and columns (x axis) are keys, so draw probs itself (imshow(probs))."
+
+
+def _probs_tokens(seed: int, T: int):
+    g = torch.Generator().manual_seed(seed)
+    probs = torch.softmax(torch.randn(T, T, generator=g) * 2, -1)
+    return probs, [f"tok{i}" for i in range(T)]
+
+
+def _expect_heatmap(fn, probs, tokens, given_ax: bool) -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+
+    fig, ax = plt.subplots()
+    try:
+        args = (probs.clone(), list(tokens)) + ((ax,) if given_ax else ())
+        got = call(fn, *args, name="attention_heatmap")
+        if not isinstance(got, Axes):
+            fail(
+                f"attention_heatmap should return the matplotlib Axes it drew on, not {type(got).__name__}."
+            )
+        if given_ax and got is not ax:
+            fail(
+                "attention_heatmap was given an Axes (ax=...) but drew elsewhere: draw on the ax you are given."
+            )
+        if not got.images:
+            fail("attention_heatmap drew no image: use ax.imshow(probs).")
+        image = torch.as_tensor(
+            got.images[-1].get_array().filled(float("nan")), dtype=torch.float64
+        )
+        expect_close(
+            image,
+            probs.double(),
+            "the heatmap's image",
+            diagnose={TRANSPOSED: probs.double().T},
+            what="probs",
+        )
+        got.figure.canvas.draw()
+        xs = [t.get_text() for t in got.get_xticklabels()]
+        ys = [t.get_text() for t in got.get_yticklabels()]
+        for axis, labels in (("x", xs), ("y", ys)):
+            if labels != list(tokens):
+                fail(
+                    f"The {axis} tick labels should be the tokens, one per row/column, in order; they are {labels[:6]}{'...' if len(labels) > 6 else ''}."
+                )
+    finally:
+        plt.close("all")
+
+
+def heatmap_image(fn) -> None:
+    """The returned Axes shows probs as an image (not transposed)."""
+    probs, tokens = _probs_tokens(0, 6)
+    _expect_heatmap(fn, probs, tokens, given_ax=False)
+
+
+def heatmap_given_ax(fn) -> None:
+    """With ax=..., it draws on that Axes, tokens as tick labels on both axes."""
+    probs, tokens = _probs_tokens(1, 9)
+    _expect_heatmap(fn, probs, tokens, given_ax=True)
+
+
+def heatmap_random(fn, seed: int) -> None:
+    """Other sizes and tokens."""
+    rng = random.Random(seed)
+    for i in range(3):
+        probs, tokens = _probs_tokens(seed + i, rng.randint(2, 14))
+        _expect_heatmap(fn, probs, tokens, given_ax=bool(i % 2))
+
+
+def _expect_top(fn, probs, tokens, q: int, k: int) -> None:
+    got = call(fn, probs.clone(), list(tokens), q, k, name="top_attended")
+    order = sorted(range(len(tokens)), key=lambda j: (-float(probs[q, j]), j))
+    want = [tokens[j] for j in order[:k]]
+    if not isinstance(got, list) or not all(isinstance(t, str) for t in got):
+        fail(f"top_attended should return a list of str (tokens), not {got!r:.80}.")
+    if got == want:
+        return
+    col = sorted(range(len(tokens)), key=lambda j: (-float(probs[j, q]), j))
+    if got == [tokens[j] for j in col[:k]]:
+        fail("top_attended read the column: what query i attends to is row i of probs.")
+    if got == list(reversed(want)) or got == [tokens[j] for j in order[::-1][:k]]:
+        fail("top_attended is in the wrong order: most attended first.")
+    fail(f"top_attended(probs, tokens, {q}, {k}) should be {want}, not {got}.")
+
+
+def top_attended_small(fn) -> None:
+    """top_attended on a 6-token matrix, most attended first."""
+    probs, tokens = _probs_tokens(2, 6)
+    _expect_top(fn, probs, tokens, 2, 3)
+
+
+def top_attended_random(fn, seed: int) -> None:
+    """Other sizes, queries and k."""
+    rng = random.Random(seed)
+    for i in range(5):
+        T = rng.randint(2, 12)
+        probs, tokens = _probs_tokens(seed + i, T)
+        _expect_top(fn, probs, tokens, rng.randrange(T), rng.randint(1, T))
+
+
+def _prev_score(attentions) -> torch.Tensor:
+    """(L, H): mean weight each query puts on the token just before it."""
+    rows = []
+    for layer in attentions:
+        diag = torch.diagonal(
+            layer.double(), offset=-1, dim1=-2, dim2=-1
+        )  # (B, H, T-1)
+        rows.append(diag.mean(dim=(0, 2)))
+    return torch.stack(rows)
+
+
+def _expect_prev(fn, attentions, threshold: float) -> None:
+    got = call(fn, attentions, threshold, name="previous_token_heads")
+    score = _prev_score(attentions)
+    want = [tuple(map(int, ij)) for ij in (score >= threshold).nonzero().tolist()]
+    try:
+        got_set = {(int(a), int(b)) for a, b in got}
+    except (TypeError, ValueError):
+        fail(
+            "previous_token_heads should return a list of (layer, head) pairs of ints."
+        )
+    if got_set == set(want):
+        return
+    nxt = [
+        torch.diagonal(a.double(), offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2))
+        for a in attentions
+    ]
+    if got_set == {
+        tuple(ij) for ij in (torch.stack(nxt) >= threshold).nonzero().tolist()
+    }:
+        fail(
+            "previous_token_heads looked at the next token (offset +1); the previous token of query i is key i - 1 (offset -1)."
+        )
+    same = [
+        torch.diagonal(a.double(), dim1=-2, dim2=-1).mean(dim=(0, 2))
+        for a in attentions
+    ]
+    if got_set == {
+        tuple(ij) for ij in (torch.stack(same) >= threshold).nonzero().tolist()
+    }:
+        fail(
+            "previous_token_heads looked at the diagonal (each token itself); the previous token is one below it (offset -1)."
+        )
+    fail(
+        f"previous_token_heads found {sorted(got_set)[:8]}, but the heads whose mean attention to the previous token is >= {threshold} are {want[:8]}."
+    )
+
+
+def previous_token_heads_model(fn) -> None:
+    """On the course model's attentions for the sample text."""
+    model, tok = models.oracle_model(), models.load_tokenizer()
+    with torch.no_grad():
+        attentions = model(**tok(data.SAMPLE_TEXT, return_tensors="pt")).attentions
+    for threshold in (0.3, 0.5):
+        _expect_prev(fn, attentions, threshold)
+
+
+def previous_token_heads_random(fn, seed: int) -> None:
+    """Synthetic attentions with planted previous-token heads, batches of 2."""
+    g = torch.Generator().manual_seed(seed)
+    L, H, T = 3, 4, 7
+    attentions = []
+    for layer in range(L):
+        probs = torch.softmax(torch.randn(2, H, T, T, generator=g), -1)
+        for head in range(H):
+            if (layer + head + seed) % 3 == 0:
+                probs[:, head] = 0.1 * probs[:, head] + 0.9 * torch.eye(T).roll(
+                    -1, dims=1
+                )
+        attentions.append(probs)
+    for threshold in (0.2, 0.6):
+        _expect_prev(fn, tuple(attentions), threshold)
