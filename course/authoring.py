@@ -7,6 +7,7 @@ metadata (schema 3)::
     # %% answer="head_params"            autograded answer cell
     # %% test="test_head_params_shape" points=1
     # %% [markdown] task="why_out_in" points=2
+    # %% [markdown] open=true            a free cell (e.g. for a written answer)
     # %% / # %% [markdown]               read-only (locked) cell
 
 Cell ids are the grade ids, so the build is deterministic and ``--check`` can prove
@@ -66,6 +67,9 @@ def build(py_path: Path) -> nbformat.NotebookNode:
     for index, cell in enumerate(nb.cells):
         meta = dict(cell.metadata)
         meta.pop("lines_to_next_cell", None)
+        if meta.pop("open", False):  # a free cell for the student: no nbgrader role
+            cell.metadata, cell.id = meta, f"{cell.cell_type}-{index:02d}"
+            continue
         grading = _nbgrader(meta, cell.cell_type, index)
         cell.metadata = {**meta, "nbgrader": grading}
         cell.id = grading["grade_id"]

@@ -50,10 +50,6 @@ def reference_answers(root: Path, assignment: str) -> dict[str, str]:
         meta = cell["metadata"].get("nbgrader", {})
         if meta.get("solution") and cell["cell_type"] == "code":
             out[meta["grade_id"]] = SOLUTION.sub("", "".join(cell["source"]))
-        elif meta.get("task") or (
-            meta.get("solution") and cell["cell_type"] == "markdown"
-        ):
-            out[meta["grade_id"]] = "A written answer."
     return out
 
 

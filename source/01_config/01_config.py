@@ -167,6 +167,9 @@ check.query_linear_random(query_linear, seed=3301)
 # in_features)? Say what each row of the weight is for one output feature, and
 # what that means for taking out the rows that belong to one attention head.
 #
+# Write your answer in the cell below.
+
+# %% [markdown] open=true
 # YOUR ANSWER HERE
 
 # %% [markdown]

@@ -177,6 +177,9 @@ check.attention_weights_random(attention_weights, seed=503)
 # Use the bank example: what does one row of the weights say about one "bank",
 # and what would the wrong dim say instead?
 #
+# Write your answer in the cell below.
+
+# %% [markdown] open=true
 # YOUR ANSWER HERE
 
 # %% [markdown]
@@ -224,4 +227,7 @@ check.dot_product_std_random(dot_product_std, seed=504)
 # **Written answer.** Why divide the scores by √d_k and not by d_k or not at all?
 # Use your numbers above and say what happens to the softmax in each case.
 #
+# Write your answer in the cell below.
+
+# %% [markdown] open=true
 # YOUR ANSWER HERE

@@ -226,4 +226,7 @@ check.permutation_check_random(permutation_check, seed=804)
 # order. How, then, does BERT tell "dog bites man" from "man bites dog"? Compare
 # learned position embeddings with sinusoids: one advantage of each.
 #
+# Write your answer in the cell below.
+
+# %% [markdown] open=true
 # YOUR ANSWER HERE

@@ -183,4 +183,7 @@ viz.neuron_view(data.SAMPLE_TEXT, layer=0, head=0)
 # layer and head, describe what it attends to, and give the evidence (numbers from
 # `previous_token_heads` or `top_attended`, or what the views show).
 #
+# Write your answer in the cell below.
+
+# %% [markdown] open=true
 # YOUR ANSWER HERE

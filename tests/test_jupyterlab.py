@@ -1,0 +1,116 @@
+"""JupyterLab in a real browser: the filled-in 10_visualize notebook draws all three
+bertviz views offline, and nbgrader's Validate button accepts it.
+
+JupyterLab runs on a free loopback port with the course installed; Chromium may
+reach only loopback, file: and data: URLs (others are blocked and counted).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from browser import browser
+from harness import fill, reference_answers
+
+from course import grading
+
+ASSIGNMENT = "10_visualize"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def lab(tmp_path):
+    release = json.loads(
+        grading.notebook_path(grading.ROOT, "release", ASSIGNMENT).read_text()
+    )
+    nb = fill(release, reference_answers(grading.ROOT, ASSIGNMENT))
+    (tmp_path / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(nb))
+    port = _free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        "--IdentityProvider.token=",
+        "--ServerApp.password=",
+        f"--ServerApp.root_dir={tmp_path}",
+    ]
+    env = {
+        **os.environ,
+        "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",
+    }
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(f"{url}/api/status", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("JupyterLab did not start")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+VIEWS = """() => {
+  const out = document.querySelectorAll('.jp-OutputArea-output');
+  let svgs = 0, lines = 0, neuron = 0;
+  out.forEach(o => { svgs += o.querySelectorAll('svg').length;
+                      lines += o.querySelectorAll('svg line').length;
+                      neuron += o.querySelectorAll('svg .attn-line-group line').length; });
+  return {svgs, lines, neuron};
+}"""
+
+
+def test_notebook_draws_bertviz_and_validates(lab):
+    with browser() as (ctx, blocked):
+        page = ctx.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{lab}/lab/tree/{ASSIGNMENT}.ipynb")
+        page.wait_for_selector(".jp-Notebook", timeout=60000)
+        page.wait_for_selector(
+            ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60000
+        )
+        page.click("text=Run", timeout=30000)
+        page.click("text=Run All Cells", timeout=30000)
+        page.wait_for_function(
+            "document.querySelectorAll('.jp-OutputArea-output svg .attn-line-group line').length > 0",
+            timeout=180000,
+        )
+        page.wait_for_timeout(2000)
+        views = page.evaluate(VIEWS)
+        page.keyboard.press("Control+s")
+        page.wait_for_timeout(1000)
+        page.click("[title='Validate Assignment']", timeout=30000)
+        dialog = page.wait_for_selector(".jp-Dialog-content", timeout=180000)
+        page.wait_for_function(
+            "!document.querySelector('.jp-Dialog-content').innerText.includes('Validating')",
+            timeout=180000,
+        )
+        verdict = dialog.inner_text()
+    # head view + model view + neuron view (+ the heatmap figures are images, not SVG)
+    assert views["svgs"] >= 3, views
+    assert views["neuron"] > 0 and views["lines"] > views["neuron"], views
+    assert blocked == [], blocked
+    assert "Success" in verdict or "passes" in verdict, verdict
