@@ -3,6 +3,10 @@
 =========  ==============================================================
 lab        copy release/ into mywork/ (never overwriting) and open JupyterLab
 release    regenerate release/ from source/ (all or named assignments)
+grade      autograde submitted/ in parallel; each submission graded,
+           flagged or failed with a reason
+feedback   per-student HTML feedback (verdicts, no hidden test code)
+report     class report: grades.csv, PNG plots, report.html
 check      grade your own notebook against the full tests, hidden ones too
 =========  ==============================================================
 """
@@ -46,6 +50,83 @@ def cmd_release(args) -> int:
     return 0
 
 
+def _import_folder(root: Path, assignment: str, folder: Path) -> int:
+    """Copy ``<student>.ipynb`` files or ``<student>.zip`` archives into submitted/."""
+    import zipfile
+
+    count = 0
+    for item in sorted(folder.iterdir()):
+        dest = grading.notebook_path(root, "submitted", assignment, item.stem)
+        if item.suffix == ".ipynb":
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(item, dest)
+        elif item.suffix == ".zip":
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with zipfile.ZipFile(item) as z:
+                names = [
+                    n
+                    for n in z.namelist()
+                    if n.endswith(".ipynb") and "checkpoint" not in n
+                ]
+                if names:
+                    dest.write_bytes(z.read(names[0]))
+        else:
+            continue
+        count += 1
+    return count
+
+
+def cmd_grade(args) -> int:
+    """Autograde every submission in parallel and print what happened to each."""
+    from .grading import batch
+
+    root = Path(args.root).resolve()
+    names = args.assignments or [
+        a for a in grading.assignments(root) if batch.submissions(root, a)
+    ]
+    if args.from_folder:
+        if len(names) != 1:
+            print("--from needs exactly one assignment name.")
+            return 2
+        print(
+            f"imported {_import_folder(root, names[0], Path(args.from_folder))} submissions"
+        )
+    results = []
+    for name in names:
+        results += batch.grade(
+            root,
+            name,
+            workers=args.workers,
+            force=args.force,
+            timeout=args.timeout,
+            cell_timeout=args.cell_timeout,
+        )
+    print(batch.summary(results))
+    return 1 if any(r.status == batch.FAILED for r in results) else 0
+
+
+def cmd_feedback(args) -> int:
+    """Generate feedback HTML with nbgrader (hidden tests and tracebacks removed)."""
+    root = Path(args.root).resolve()
+    for name in args.assignments or grading.assignments(root):
+        if (root / "autograded").is_dir():
+            grading.nbgrader("generate_feedback", name, "--force", root=root)
+            print(f"feedback for {name} in {root / 'feedback'}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """Write the class report (CSV, PNG plots, HTML)."""
+    from .grading import report
+
+    root = Path(args.root).resolve()
+    page = report.build(
+        root, args.assignments or grading.assignments(root), root / "reports"
+    )
+    print(f"report: {page}")
+    return 0
+
+
 def cmd_check(args) -> int:
     """Grade one notebook against the full tests and print points and messages."""
     from .grading import selfcheck
@@ -62,6 +143,31 @@ def build_parser() -> argparse.ArgumentParser:
     rel = sub.add_parser("release", help=cmd_release.__doc__)
     rel.add_argument("assignments", nargs="*")
     rel.set_defaults(func=cmd_release)
+    for name, func in (
+        ("grade", cmd_grade),
+        ("feedback", cmd_feedback),
+        ("report", cmd_report),
+    ):
+        p = sub.add_parser(name, help=func.__doc__)
+        p.add_argument("assignments", nargs="*")
+        p.add_argument("--root", default=".", help="the course folder (default: here)")
+        p.set_defaults(func=func)
+        if name == "grade":
+            p.add_argument(
+                "--workers", type=int, default=None, help="default: number of cores"
+            )
+            p.add_argument(
+                "--force", action="store_true", help="regrade graded submissions"
+            )
+            p.add_argument(
+                "--from", dest="from_folder", help="folder of <student>.ipynb or .zip"
+            )
+            p.add_argument(
+                "--timeout", type=float, default=1800, help="seconds per submission"
+            )
+            p.add_argument(
+                "--cell-timeout", type=int, default=120, help="seconds per cell"
+            )
     chk = sub.add_parser("check", help=cmd_check.__doc__)
     chk.add_argument(
         "notebook",

@@ -92,8 +92,10 @@ def test_notebook_draws_bertviz_and_validates(lab):
         page.wait_for_selector(
             ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60000
         )
-        page.click("text=Run", timeout=30000)
-        page.click("text=Run All Cells", timeout=30000)
+        page.get_by_role("menuitem", name="Run", exact=True).click(timeout=30000)
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click(
+            timeout=30000
+        )
         page.wait_for_function(
             "document.querySelectorAll('.jp-OutputArea-output svg .attn-line-group line').length > 0",
             timeout=180000,

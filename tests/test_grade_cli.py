@@ -1,0 +1,187 @@
+"""``python -m course grade`` on a class with faulty submissions, then feedback and report.
+
+Each fault must end graded, flagged or failed with a reason; the batch never aborts;
+the correct student's score is unaffected by the others.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from harness import fill, reference_answers
+
+from course import grading
+
+A = "01_config"
+
+LOOP = "while True:\n    pass\n"
+DEAF_LOOP = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
+
+
+def _submit(root, student, nb=None, text=None):
+    path = grading.notebook_path(root, "submitted", A, student)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if nb is not None:
+        path.write_text(json.dumps(nb))
+    elif text is not None:
+        path.write_text(text)
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    root = grading.make_course(tmp_path_factory.mktemp("class"))
+    grading.release([A], root)
+    release = json.loads(grading.notebook_path(root, "release", A).read_text())
+    ref = reference_answers(root, A)
+    _submit(root, "good", fill(release, ref))
+    _submit(root, "blank", release)
+    _submit(root, "loop", fill(release, {**ref, "count_parameters": LOOP}))
+    _submit(root, "deaf", fill(release, {**ref, "count_parameters": DEAF_LOOP}))
+    _submit(
+        root,
+        "exits",
+        fill(release, {**ref, "query_linear": "import os\nos._exit(1)\n"}),
+    )
+    _submit(
+        root,
+        "sysexit",
+        fill(release, {**ref, "query_linear": "import sys\nsys.exit(3)\n"}),
+    )
+    _submit(
+        root,
+        "nan",
+        fill(
+            release,
+            {
+                **ref,
+                "count_parameters": "def count_parameters(m):\n    return float('nan')\n",
+            },
+        ),
+    )
+    _submit(
+        root,
+        "spam",
+        fill(
+            release,
+            {
+                **ref,
+                "describe_config": ref["describe_config"]
+                + "\nprint('x' * 100_000_000)\n",
+            },
+        ),
+    )
+    deleted = fill(release, ref)
+    deleted["cells"] = [
+        c
+        for c in deleted["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade_id")
+        != "test_query_linear_first"
+    ]
+    _submit(root, "deleted", deleted)
+    edited = fill(release, ref)
+    for c in edited["cells"]:
+        if (
+            c["metadata"].get("nbgrader", {}).get("grade_id")
+            == "test_count_parameters_model"
+        ):
+            c["source"] = "pass\n"
+    _submit(root, "edited", edited)
+    _submit(root, "badjson", text="{ this is not a notebook")
+    (root / "submitted" / "missing" / A).mkdir(parents=True)
+    (root / "submitted" / "missing" / A / "notes.txt").write_text("forgot the notebook")
+    cmd = [
+        sys.executable,
+        "-m",
+        "course",
+        "grade",
+        A,
+        f"--root={root}",
+        "--workers=2",
+        "--cell-timeout=10",
+        "--timeout=240",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    return root, proc
+
+
+def _line(out: str, student: str) -> str:
+    return next((ln for ln in out.splitlines() if f" {student}/" in ln), "")
+
+
+def test_summary_counts_every_submission(graded_class):
+    _, proc = graded_class
+    assert "12 submissions:" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 1  # some failed, and it says so
+
+
+def test_correct_student_unaffected(graded_class):
+    root, proc = graded_class
+    scores = grading.cell_scores(root, A)["good"]
+    assert all(s == m for c, (s, m) in scores.items() if c.startswith("test_")), scores
+    assert _line(proc.stdout, "good") == ""  # plainly graded
+
+
+def test_untouched_release_is_graded_zero(graded_class):
+    root, _ = graded_class
+    scores = grading.cell_scores(root, A)["blank"]
+    assert sum(s for c, (s, m) in scores.items() if c.startswith("test_")) == 0
+
+
+@pytest.mark.parametrize(
+    "student,status,reason",
+    [
+        ("loop", "flagged", "timed out"),
+        ("deleted", "flagged", "test cell test_query_linear_first was deleted"),
+        ("edited", "flagged", "test cell test_count_parameters_model was edited"),
+        ("badjson", "failed", "not valid JSON"),
+        ("missing", "failed", "no notebook"),
+    ],
+)
+def test_fault_ends_with_a_reason(graded_class, student, status, reason):
+    _, proc = graded_class
+    line = _line(proc.stdout, student)
+    assert line.strip().startswith(status) and reason in line, proc.stdout
+
+
+@pytest.mark.parametrize("student", ["deaf", "exits"])
+def test_kernel_faults_fail_with_a_reason(graded_class, student):
+    _, proc = graded_class
+    line = _line(proc.stdout, student)
+    assert line.strip().startswith(("failed", "flagged")) and ":" in line, proc.stdout
+
+
+def test_wrong_values_are_graded_with_messages(graded_class):
+    root, _ = graded_class
+    scores = grading.cell_scores(root, A)
+    assert scores["nan"]["test_count_parameters_model"][0] == 0
+    assert scores["nan"]["test_describe_config_values"][0] == 1
+    assert scores["sysexit"]["test_describe_config_values"][0] == 1
+    assert scores["spam"]["test_describe_config_values"][0] == 1
+
+
+def test_resume_skips_graded_submissions(graded_class):
+    root, _ = graded_class
+    cmd = [sys.executable, "-m", "course", "grade", A, f"--root={root}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    skipped = int(proc.stdout.split("(")[1].split(" skipped")[0])
+    assert skipped >= 8, proc.stdout  # all but the failed ones are not graded again
+
+
+def test_feedback_and_report(graded_class):
+    root, _ = graded_class
+    for cmd in (["feedback", A], ["report", A]):
+        subprocess.run(
+            [sys.executable, "-m", "course", *cmd, f"--root={root}"],
+            check=True,
+            timeout=600,
+        )
+    html = (root / "feedback" / "nan" / A / f"{A}.html").read_text()
+    assert "CheckFailed" in html and "seed=" not in html and "BEGIN HIDDEN" not in html
+    report = (root / "reports" / "report.html").read_text()
+    assert (
+        "scores_01_config.png" in report
+        and (root / "reports" / "scores_01_config.png").stat().st_size > 1000
+    )
+    rows = (root / "reports" / "grades.csv").read_text().splitlines()
+    assert len(rows) == 1 + len(grading.cell_scores(root, A))
