@@ -8,21 +8,24 @@ Every submission ends in one of three states, never a silent zero:
 * ``failed`` — not graded, with the reason (no notebook, not valid JSON, the kernel
   died or ignored the interrupt, the whole run took too long).
 
-Each submission is one ``nbgrader autograde --student`` process, so a submission
-that crashes its kernel cannot touch another's; workers share the gradebook (SQLite
-with a generous lock timeout) and write to different ``autograded/<student>``
-folders.
+Submissions are dealt to worker shards; each shard is one ``nbgrader autograde``
+process over its students, every notebook in a fresh kernel, so a submission that
+crashes its kernel cannot touch another's. Workers share the gradebook (SQLite with
+a generous lock timeout) and write to different ``autograded/<student>`` folders.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,64 +97,87 @@ def _flags(root: Path, assignment: str, student: str) -> list[str]:
     return flags
 
 
-def grade_one(
-    root: Path, assignment: str, student: str, timeout: float, cell_timeout: int
-) -> Result:
-    """Autograde one submission in its own nbgrader process."""
+def _env() -> dict:
+    # nbgrader runs `alembic`/`jupyter` from PATH; one thread per kernel, since the
+    # workers already keep every core busy.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _shard(root: Path, assignment: str, students: list[str], k: int, tmp: Path) -> Path:
+    """A course folder for one worker: its students only, everything else shared."""
+    shard = tmp / f"worker{k}"
+    (shard / "submitted").mkdir(parents=True)
+    shutil.copy(root / "nbgrader_config.py", shard / "nbgrader_config.py")
+    for name in ("source", "release"):
+        (shard / name).symlink_to(root / name)
+    (root / "autograded").mkdir(exist_ok=True)
+    (shard / "autograded").symlink_to(root / "autograded")
+    for s in students:
+        (shard / "submitted" / s).symlink_to(root / "submitted" / s)
+    return shard
+
+
+def _run_shard(
+    root, assignment, students, shard, timeout, cell_timeout, tick
+) -> dict[str, Result]:
+    """One ``nbgrader autograde`` process over a shard; a Result per student."""
     start = time.monotonic()
-    problem = _precheck(root, assignment, student)
-    if problem:
-        return Result(student, assignment, FAILED, [problem])
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    db = f"sqlite:///{root / 'gradebook.db'}?timeout=120"
+    db = f"sqlite:///{root / 'gradebook.db'}?timeout=300"
     cmd = [
         sys.executable,
         "-m",
         "nbgrader",
         "autograde",
         assignment,
-        f"--student={student}",
         "--force",
-        f"--CourseDirectory.root={root}",
+        f"--CourseDirectory.root={shard}",
         f"--CourseDirectory.db_url={db}",
         f"--Execute.timeout={cell_timeout}",
     ]
     proc = subprocess.Popen(
         cmd,
-        cwd=root,
-        env=env,
+        cwd=shard,
+        env=_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
     )
-    try:
-        log, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return Result(
-            student,
-            assignment,
-            FAILED,
-            [f"grading took longer than {timeout:.0f} s and was stopped"],
-            time.monotonic() - start,
-        )
-    seconds = time.monotonic() - start
-    graded = notebook_path(root, "autograded", assignment, student)
-    if (
-        proc.returncode != 0
-        or "There was an error processing" in log
-        or not graded.exists()
-    ):
-        return Result(student, assignment, FAILED, [_reason(log)], seconds)
-    flags = _flags(root, assignment, student)
-    if "Timeout waiting for execute reply" in log:
-        flags.append(f"a cell timed out after {cell_timeout} s and was interrupted")
-    return Result(student, assignment, FLAGGED if flags else GRADED, flags, seconds)
+    logs = {s: [] for s in students}
+    current = None
+    deadline = start + timeout * len(students)
+    for line in proc.stdout:
+        for s in students:
+            if (
+                f"/submitted/{s}/" in line
+                or f"/autograded/{s}/" in line
+                or f"student '{s}'" in line
+            ):
+                if current != s and current is not None:
+                    tick()
+                current = s
+        if current:
+            logs[current].append(line)
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    if current:
+        tick()
+    seconds = (time.monotonic() - start) / max(len(students), 1)
+    out = {}
+    for s in students:
+        log = "".join(logs[s])
+        graded = notebook_path(root, "autograded", assignment, s)
+        if "There was an error processing" in log or not graded.exists():
+            out[s] = Result(s, assignment, FAILED, [_reason(log)], seconds)
+            continue
+        flags = _flags(root, assignment, s)
+        if "Timeout waiting for execute reply" in log:
+            flags.append(f"a cell timed out after {cell_timeout} s and was interrupted")
+        out[s] = Result(s, assignment, FLAGGED if flags else GRADED, flags, seconds)
+    return out
 
 
 def _reason(log: str) -> str:
@@ -159,6 +185,8 @@ def _reason(log: str) -> str:
         return "the kernel died while running the notebook (os._exit, a crash or out of memory)"
     if "Timeout" in log or "timed out" in log:
         return "a cell did not stop when interrupted after the time limit (does it ignore SIGINT?)"
+    if not log:
+        return "grading was stopped: the submission took longer than the time limit"
     lines = [ln for ln in log.splitlines() if "ERROR" in ln or "Error" in ln]
     return "nbgrader could not grade it: " + (
         lines[-1].strip()[:200] if lines else "see the log"
@@ -176,6 +204,10 @@ def grade(
 ) -> list[Result]:
     """Autograde every submission of ``assignment`` under ``root/submitted``.
 
+    The submissions to grade are dealt round-robin to ``workers`` shards; each
+    shard is one ``nbgrader autograde`` process (so its start-up cost is paid once
+    per worker, not once per student) writing to the shared gradebook.
+
     Parameters
     ----------
     workers : int, optional
@@ -183,28 +215,52 @@ def grade(
     force : bool
         Regrade submissions already graded (default: resume, skipping them).
     timeout, cell_timeout : float, int
-        Seconds for one whole submission, and for one cell.
+        Seconds allowed per submission (a shard gets this times its size), per cell.
     """
     students = submissions(root, assignment)
     todo = [s for s in students if force or not _up_to_date(root, assignment, s)]
     results = [
         Result(s, assignment, GRADED, [SKIPPED]) for s in students if s not in todo
     ]
-    workers = workers or os.cpu_count() or 1
-    start = time.monotonic()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [
-            pool.submit(grade_one, root, assignment, s, timeout, cell_timeout)
-            for s in todo
-        ]
-        for done, future in enumerate(as_completed(futures), 1):
-            results.append(future.result())
+    for s in list(todo):
+        problem = _precheck(root, assignment, s)
+        if problem:
+            results.append(Result(s, assignment, FAILED, [problem]))
+            todo.remove(s)
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    shards = [todo[k::workers] for k in range(workers) if todo[k::workers]]
+    done, start, lock = [0], time.monotonic(), threading.Lock()
+
+    def tick() -> None:
+        with lock:
+            done[0] += 1
             elapsed = time.monotonic() - start
-            eta = elapsed / done * (len(todo) - done)
+            eta = elapsed / done[0] * (len(todo) - done[0])
+            bar = "#" * (20 * done[0] // max(len(todo), 1))
             progress(
-                f"\r[{'#' * (20 * done // len(todo)):<20}] {done}/{len(todo)} {assignment}  {elapsed:.0f}s elapsed, ETA {eta:.0f}s",
+                f"\r[{bar:<20}] {done[0]}/{len(todo)} {assignment}  {elapsed:.0f}s elapsed, ETA {eta:.0f}s",
                 end="",
             )
+
+    with (
+        tempfile.TemporaryDirectory(prefix="course-grade-") as tmp,
+        ThreadPoolExecutor(len(shards) or 1) as pool,
+    ):
+        futures = [
+            pool.submit(
+                _run_shard,
+                root,
+                assignment,
+                shard,
+                _shard(root, assignment, shard, k, Path(tmp)),
+                timeout,
+                cell_timeout,
+                tick,
+            )
+            for k, shard in enumerate(shards)
+        ]
+        for future in futures:
+            results += future.result().values()
     if todo:
         progress("")
     return sorted(results, key=lambda r: r.student)
