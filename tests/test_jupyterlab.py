@@ -35,6 +35,10 @@ def lab(tmp_path):
     )
     nb = fill(release, reference_answers(grading.ROOT, ASSIGNMENT))
     (tmp_path / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(nb))
+    # Render every cell (no windowing), so that off-screen outputs are in the DOM.
+    settings = tmp_path / "lab-settings" / "@jupyterlab" / "notebook-extension"
+    settings.mkdir(parents=True)
+    (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     port = _free_port()
     cmd = [
         sys.executable,
@@ -49,6 +53,8 @@ def lab(tmp_path):
         "--IdentityProvider.token=",
         "--ServerApp.password=",
         f"--ServerApp.root_dir={tmp_path}",
+        f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}",
+        f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}",
     ]
     env = {
         **os.environ,
@@ -82,6 +88,23 @@ VIEWS = """() => {
 }"""
 
 
+STARTED = "Array.from(document.querySelectorAll('.jp-InputPrompt')).some(p => /[0-9*]/.test(p.innerText))"
+
+
+def _run_all(page, attempts: int = 4) -> None:
+    """Restart the kernel and run all cells (the toolbar button), again until a cell
+    starts: on a busy machine the first request can come before the kernel is up."""
+    for _ in range(attempts):
+        page.click("[title='Restart the kernel and run all cells']", timeout=30000)
+        page.click(".jp-Dialog button.jp-mod-accept", timeout=30000)
+        try:
+            page.wait_for_function(STARTED, timeout=60000)
+            return
+        except Exception:  # noqa: BLE001 - not started yet: ask again
+            continue
+    pytest.fail("the notebook never started running")
+
+
 def test_notebook_draws_bertviz_and_validates(lab):
     with browser() as (ctx, blocked):
         page = ctx.new_page()
@@ -92,10 +115,7 @@ def test_notebook_draws_bertviz_and_validates(lab):
         page.wait_for_selector(
             ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60000
         )
-        page.get_by_role("menuitem", name="Run", exact=True).click(timeout=30000)
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click(
-            timeout=30000
-        )
+        _run_all(page)
         page.wait_for_function(
             "document.querySelectorAll('.jp-OutputArea-output svg .attn-line-group line').length > 0",
             timeout=180000,

@@ -256,6 +256,20 @@ def softmax_forbidden(lesson: str):
     )
 
 
+def random_batch(rng, vocab: int = 100, token_types: bool = False):
+    """A random padded batch: ``(input_ids, token_type_ids or None, attention_mask)``.
+
+    B in 1..3, T in 2..9; the first row is full length, the others padded at random.
+    """
+    B, T = rng.randint(1, 3), rng.randint(2, 9)
+    gen = torch.Generator().manual_seed(rng.randint(0, 999))
+    ids = torch.randint(1, vocab, (B, T), generator=gen)
+    types = torch.randint(0, 2, (B, T), generator=gen) if token_types else None
+    lengths = [T] + [rng.randint(1, T) for _ in range(B - 1)]
+    mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
+    return ids, types, mask
+
+
 def score_line(passed: bool, message: str) -> None:
     """Print a one-line verdict (used by checks that pass with a remark)."""
     print(("✓ " if passed else "✗ ") + message)

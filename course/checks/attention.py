@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import data, models
-from . import call, expect_close, expect_shape, fail, forbid
+from . import call, expect_close, expect_shape, fail, forbid, random_batch
 
 _softmax = torch.softmax
 BY_HAND = "Compute attention by hand from self_attn.query/key/value: calling the attention module (or torch's fused attention) is the shortcut this exercise turns off."
@@ -114,11 +114,7 @@ def random_cases(seed: int, n: int = 3):
             num_heads=rng.choice([1, 2, 3, 4]),
             head_size=rng.choice([2, 4, 8]),
         )
-        B, T = rng.randint(1, 3), rng.randint(2, 9)
-        gen = torch.Generator().manual_seed(rng.randint(0, 999))
-        ids = torch.randint(1, 100, (B, T), generator=gen)
-        lengths = [T] + [rng.randint(1, T) for _ in range(B - 1)]
-        mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
+        ids, _, mask = random_batch(rng)
         yield Case(model, rng.randrange(model.config.num_hidden_layers), ids, mask)
 
 
@@ -181,19 +177,20 @@ def head_attention_random(fn, seed: int) -> None:
         _expect_head(fn, case, rng.randrange(case.H), True, "all")
 
 
-def _expect_ext(fn, mask, dtype) -> None:
+def _ext(fn, mask, dtype):
+    """Call extended_mask; fail unless the result is (B, 1, 1, T)."""
     got = call(fn, mask.clone(), dtype, name="extended_mask")
     B, T = mask.shape
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T):
         fail(
             "extended_mask returned (B, T): the mask is not broadcast over heads and queries; make it (B, 1, 1, T)."
         )
-    expect_shape(
-        got,
-        (B, 1, 1, T),
-        "extended_mask",
-        "It is added to scores of shape (B, H, T, T).",
-    )
+    hint = "It is added to scores of shape (B, H, T, T)."
+    return expect_shape(got, (B, 1, 1, T), "extended_mask", hint)
+
+
+def _expect_ext(fn, mask, dtype) -> None:
+    got = _ext(fn, mask, dtype)
     if got.dtype != dtype:
         fail(
             f"extended_mask has dtype {got.dtype}; it should have the dtype asked for ({dtype}), the scores' dtype."
@@ -213,19 +210,7 @@ def _expect_ext(fn, mask, dtype) -> None:
 
 def extended_mask_shape(fn) -> None:
     """extended_mask of a (2, T) mask has shape (2, 1, 1, T)."""
-    enc = course_case(padded=True)
-    got = call(fn, enc.mask, torch.float32, name="extended_mask")
-    B, T = enc.mask.shape
-    if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T):
-        fail(
-            "extended_mask returned (B, T): the mask is not broadcast over heads and queries; make it (B, 1, 1, T)."
-        )
-    expect_shape(
-        got,
-        (B, 1, 1, T),
-        "extended_mask",
-        "It is added to scores of shape (B, H, T, T).",
-    )
+    _ext(fn, course_case(padded=True).mask, torch.float32)
 
 
 def extended_mask_values(fn) -> None:

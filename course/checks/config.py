@@ -49,7 +49,8 @@ def _random_configs(seed: int, n: int = 6):
         )
 
 
-def _check_description(fn, config) -> None:
+def _described(fn, config) -> dict:
+    """Call describe_config; fail unless it gives a dict with every key."""
     got = call(fn, config, name="describe_config")
     if not isinstance(got, dict):
         fail(
@@ -58,6 +59,11 @@ def _check_description(fn, config) -> None:
     missing = [k for k in KEYS if k not in got]
     if missing:
         fail(f"describe_config's dict is missing the key(s) {missing}.")
+    return got
+
+
+def _check_description(fn, config) -> None:
+    got = _described(fn, config)
     truth = _config_truth(config)
     if (
         got["num_heads"] == truth["hidden_size"]
@@ -79,15 +85,7 @@ def _check_description(fn, config) -> None:
 
 def describe_config_keys(fn) -> None:
     """The result is a dict with the seven keys, each an int."""
-    config = models.oracle_model().config
-    got = call(fn, config, name="describe_config")
-    if not isinstance(got, dict):
-        fail(
-            f"describe_config should return a dict, but it returned {type(got).__name__}."
-        )
-    missing = [k for k in KEYS if k not in got]
-    if missing:
-        fail(f"describe_config's dict is missing the key(s) {missing}.")
+    got = _described(fn, models.oracle_model().config)
     bad = [k for k in KEYS if isinstance(got[k], bool) or not isinstance(got[k], int)]
     if bad:
         fail(f"These values should be Python ints: {bad}.")

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import data, models
-from . import call, expect_close, expect_shape, fail, forbid
+from . import call, expect_close, expect_shape, fail, forbid, random_batch
 
 BY_HAND = "Build it from its parts (Linear, LayerNorm, Embedding modules): calling the block itself is the shortcut this exercise turns off."
 PRE_LN = "pre-LN instead of post-LN: BERT normalises after adding the residual, LayerNorm(x + sublayer(x))."
@@ -82,12 +82,7 @@ def random_cases(seed: int, n: int = 3):
             num_heads=rng.choice([1, 2, 4]),
             head_size=rng.choice([2, 4, 8]),
         )
-        B, T = rng.randint(1, 3), rng.randint(2, 9)
-        gen = torch.Generator().manual_seed(rng.randint(0, 999))
-        ids = torch.randint(1, 100, (B, T), generator=gen)
-        types = torch.randint(0, 2, (B, T), generator=gen)
-        lengths = [T] + [rng.randint(1, T) for _ in range(B - 1)]
-        mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
+        ids, types, mask = random_batch(rng, token_types=True)
         yield Case(
             model, rng.randrange(model.config.num_hidden_layers), ids, types, mask
         )

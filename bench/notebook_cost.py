@@ -1,0 +1,69 @@
+"""Benchmark: time and peak kernel memory of each solution notebook, as ratios to a
+floor notebook that only imports the course and loads the model.
+
+Each notebook runs in a fresh kernel inside its own child process, so the peak
+resident memory of that kernel (``RUSAGE_CHILDREN``) is measured alone.
+
+    .venv/bin/python bench/notebook_cost.py            # every source notebook
+    .venv/bin/python bench/notebook_cost.py 05_softmax_and_scaling
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+FLOOR = "import torch\nfrom course import models\nmodel, tokenizer = models.load()\n"
+
+
+def run_one(path: str) -> None:
+    """Child mode: execute one notebook, print seconds and the kernel's peak RSS."""
+    if path == "floor":
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(FLOOR)])
+    else:
+        nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False).execute()
+    seconds = time.perf_counter() - start
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(json.dumps({"seconds": seconds, "peak_mib": peak_kib / 1024}))
+
+
+def measure(path: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(names: list[str]) -> None:
+    floor = measure("floor")
+    print(
+        f"floor (imports + model load): {floor['seconds']:.1f} s, kernel peak {floor['peak_mib']:.0f} MiB"
+    )
+    print(f"{'notebook':28s} {'seconds':>8s} {'x floor':>8s} {'peak MiB':>9s}")
+    for nb in sorted((ROOT / "source").glob("*/*.ipynb")):
+        if names and nb.stem not in names:
+            continue
+        m = measure(str(nb))
+        print(
+            f"{nb.stem:28s} {m['seconds']:8.1f} {m['seconds'] / floor['seconds']:8.2f} {m['peak_mib']:9.0f}"
+        )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--one"]:
+        run_one(sys.argv[2])
+    else:
+        main(sys.argv[1:])
