@@ -97,7 +97,7 @@ def validate(path: Path) -> list[str]:
 
     config = Config()
     config.Validator.validate_all = True
-    config.Execute.timeout = 120
+    config.Execute.timeout = 300  # generous: CI runs two notebooks at once
     result = Validator(config=config).validate(str(path))
     lines = []
     for key, cells in result.items():

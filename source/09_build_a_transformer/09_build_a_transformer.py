@@ -212,7 +212,7 @@ def train_tiny_transformer(seed, use_positions=True):
         256, T, vocab, torch.Generator().manual_seed(seed + 1)
     )
     history = {"loss": [], "val_accuracy": []}
-    for step in range(240):
+    for step in range(120):
         x, y = next_token_task(64, T, vocab, gen)
         loss = F.cross_entropy(
             model(x).reshape(-1, vocab), y.reshape(-1), ignore_index=-100
@@ -221,7 +221,7 @@ def train_tiny_transformer(seed, use_positions=True):
         loss.backward()
         opt.step()
         history["loss"].append(loss.item())
-        if step % 20 == 19:
+        if step % 10 == 9:
             with torch.no_grad():
                 hit = model(val_x).argmax(-1) == val_y
             history["val_accuracy"].append(hit[val_y != -100].float().mean().item())
