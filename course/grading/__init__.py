@@ -35,7 +35,13 @@ def nbgrader(*args: str, root: Path, check: bool = True) -> subprocess.Completed
     cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}"]
     # nbgrader runs `alembic` and `jupyter` from PATH: put this interpreter's first.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {**os.environ, "PATH": path, "PYTHONWARNINGS": "ignore"}
+    # One thread per kernel: callers (tests, ``course grade``) run several at once.
+    env = {
+        **os.environ,
+        "PATH": path,
+        "PYTHONWARNINGS": "ignore",
+        "OMP_NUM_THREADS": "1",
+    }
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
