@@ -180,16 +180,21 @@ def attention_scores_random(fn, seed: int) -> None:
     _expect_scores(fn, Q[0, 0], K[0, 0])  # no batch dims at all
 
 
+def _wrong_weights(Q, K, s) -> dict:
+    """What each softmax-dim or scaling misconception makes of the scores ``s``."""
+    return {
+        WRONG_DIM: _softmax(s, 0) if s.dim() > 2 else _softmax(s, -2),
+        ROWS_DIM: _softmax(s, -2),
+        **{k: _softmax(v, -1) for k, v in _diagnose_scores(Q, K, s).items()},
+    }
+
+
 def _expect_weights(fn, Q, K) -> None:
     got = call(fn, Q.clone(), K.clone(), name="attention_weights")
     s = scores_oracle(Q, K)
     want = _softmax(s, -1)
     expect_shape(got, want.shape, "attention_weights(Q, K)")
-    diagnose = {
-        WRONG_DIM: _softmax(s, 0) if s.dim() > 2 else _softmax(s, -2),
-        ROWS_DIM: _softmax(s, -2),
-        **{k: _softmax(v, -1) for k, v in _diagnose_scores(Q, K, s).items()},
-    }
+    diagnose = _wrong_weights(Q, K, s)
     expect_close(
         got,
         want,
@@ -224,11 +229,7 @@ def attention_weights_values(fn) -> None:
         want = model(**tok(data.SAMPLE_TEXT, return_tensors="pt")).attentions[0]
     got = call(fn, Q, K, name="attention_weights")
     s = scores_oracle(Q, K)
-    diagnose = {
-        WRONG_DIM: _softmax(s, 0),
-        ROWS_DIM: _softmax(s, -2),
-        **{k: _softmax(v, -1) for k, v in _diagnose_scores(Q, K, s).items()},
-    }
+    diagnose = _wrong_weights(Q, K, s)
     expect_close(
         got,
         want,

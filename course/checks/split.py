@@ -110,17 +110,18 @@ def split_heads_bertviz(fn) -> None:
     )
 
 
-def split_heads_random(fn, seed: int) -> None:
-    """Other batch sizes, lengths, head counts and sizes."""
+def _random_shapes(seed: int, n: int = 5):
+    """``(generator, B, T, H, d)`` for n random cases, reproducible per seed."""
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
-    for _ in range(5):
-        B, T, H, d = (
-            rng.randint(1, 3),
-            rng.randint(2, 9),
-            rng.choice([2, 3, 4, 6]),
-            rng.choice([2, 5, 8]),
-        )
+    for _ in range(n):
+        B, T = rng.randint(1, 3), rng.randint(2, 9)
+        yield gen, B, T, rng.choice([2, 3, 4, 6]), rng.choice([2, 5, 8])
+
+
+def split_heads_random(fn, seed: int) -> None:
+    """Other batch sizes, lengths, head counts and sizes."""
+    for gen, B, T, H, d in _random_shapes(seed):
         _expect_split(fn, torch.randn(B, T, H * d, generator=gen), H)
 
 
@@ -150,13 +151,5 @@ def merge_heads_values(fn) -> None:
 
 def merge_heads_random(fn, seed: int) -> None:
     """Other shapes; inputs laid out as (B, H, T, d) in memory, like probs @ V."""
-    rng = random.Random(seed)
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(5):
-        B, T, H, d = (
-            rng.randint(1, 3),
-            rng.randint(2, 9),
-            rng.choice([2, 3, 4, 6]),
-            rng.choice([2, 5, 8]),
-        )
+    for gen, B, T, H, d in _random_shapes(seed):
         _expect_merge(fn, torch.randn(B, H, T, d, generator=gen))
