@@ -18,6 +18,23 @@ c.CourseDirectory.ignore = [
 c.Execute.timeout = 300
 c.Execute.interrupt_on_timeout = True
 c.Execute.kernel_name = "python3"
+
+# Autograde: nbgrader's pipeline with two course steps (course/grading/):
+# GuardedExecute restarts a kernel that a cell killed or that ignored the interrupt
+# (that cell gets 0, the rest is graded), caps each kernel at 4 GiB of address space
+# and kills kernels at once when done; FlagTampering sets to 0 every test after a
+# cell that patches the grading tools (torch.allclose, course.checks, builtins, ...).
+c.Autograde.autograde_preprocessors = [
+    "course.grading.execute.GuardedExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "course.grading.tamper.FlagTampering",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+c.GuardedExecute.memory_limit = 4.0  # GiB per kernel; peak use is under 1 GiB
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 

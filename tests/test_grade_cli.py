@@ -17,6 +17,8 @@ A = "01_config"
 
 LOOP = "while True:\n    pass\n"
 DEAF_LOOP = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
+# 1 GiB at a time, up to 100 GiB: the kernel's 4 GiB cap stops it after a few.
+HOG = "import torch\nhog = [torch.ones(2**28) for _ in range(100)]\n"
 
 
 def _submit(root, student, nb=None, text=None):
@@ -42,6 +44,30 @@ def graded_class(tmp_path_factory):
         root,
         "exits",
         fill(release, {**ref, "query_linear": "import os\nos._exit(1)\n"}),
+    )
+    _submit(
+        root,
+        "sigkill",
+        fill(
+            release,
+            {
+                **ref,
+                "query_linear": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+            },
+        ),
+    )
+    _submit(root, "hog", fill(release, {**ref, "count_parameters": HOG}))
+    _submit(
+        root,
+        "shapes",
+        fill(
+            release,
+            {
+                **ref,
+                "count_parameters": "def count_parameters(m):\n    return 'many'\n",
+                "query_linear": "def query_linear(model, layer):\n    return [[0.0]]\n",
+            },
+        ),
     )
     _submit(
         root,
@@ -111,7 +137,7 @@ def _line(out: str, student: str) -> str:
 
 def test_summary_counts_every_submission(graded_class):
     _, proc = graded_class
-    assert "12 submissions:" in proc.stdout, proc.stdout + proc.stderr
+    assert "15 submissions:" in proc.stdout, proc.stdout + proc.stderr
     assert proc.returncode == 1  # some failed, and it says so
 
 
@@ -144,11 +170,23 @@ def test_fault_ends_with_a_reason(graded_class, student, status, reason):
     assert line.strip().startswith(status) and reason in line, proc.stdout
 
 
-@pytest.mark.parametrize("student", ["deaf", "exits"])
-def test_kernel_faults_fail_with_a_reason(graded_class, student):
-    _, proc = graded_class
+@pytest.mark.parametrize(
+    "student,cell,reason",
+    [
+        ("deaf", "count_parameters", "did not stop when interrupted"),
+        ("exits", "query_linear", "the kernel died"),
+        ("sigkill", "query_linear", "the kernel died"),
+        ("hog", "count_parameters", "ran out of memory"),
+    ],
+)
+def test_kernel_faults_cost_only_their_cell(graded_class, student, cell, reason):
+    root, proc = graded_class
     line = _line(proc.stdout, student)
-    assert line.strip().startswith(("failed", "flagged")) and ":" in line, proc.stdout
+    assert line.strip().startswith("flagged") and reason in line, proc.stdout
+    assert f"cell {cell}" in line, line
+    scores = grading.cell_scores(root, A)[student]
+    lost = {c for c, (s, m) in scores.items() if c.startswith("test_") and s < m}
+    assert lost == {c for c in lost if c.startswith(f"test_{cell}")} and lost, lost
 
 
 def test_wrong_values_are_graded_with_messages(graded_class):
@@ -158,6 +196,13 @@ def test_wrong_values_are_graded_with_messages(graded_class):
     assert scores["nan"]["test_describe_config_values"][0] == 1
     assert scores["sysexit"]["test_describe_config_values"][0] == 1
     assert scores["spam"]["test_describe_config_values"][0] == 1
+    messages = grading.cell_messages(
+        grading.notebook_path(root, "autograded", A, "shapes")
+    )
+    assert "should return" in messages["test_count_parameters_model"], messages
+    assert scores["shapes"]["test_count_parameters_model"][0] == 0
+    assert scores["shapes"]["test_query_linear_first"][0] == 0
+    assert scores["shapes"]["test_describe_config_values"][0] == 1
 
 
 def test_resume_skips_graded_submissions(graded_class):

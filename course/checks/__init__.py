@@ -23,6 +23,8 @@ import torch
 _Tensor = torch.Tensor
 _isinstance = isinstance
 _float64 = torch.float64
+allclose = torch.allclose
+equal = torch.equal
 
 
 class CheckFailed(AssertionError):

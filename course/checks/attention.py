@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import data, models
-from . import call, expect_close, expect_shape, fail, forbid, random_batch
+from . import allclose, call, expect_close, expect_shape, fail, forbid, random_batch
 
 _softmax = torch.softmax
 BY_HAND = "Compute attention by hand from self_attn.query/key/value: calling the attention module (or torch's fused attention) is the shortcut this exercise turns off."
@@ -307,7 +307,7 @@ def first_head_attention_rows() -> None:
     got = answer("attention_first_head_first_layer")
     T = course_case().probs.shape[-1]
     expect_shape(got, (T, T), "attention_first_head_first_layer")
-    if not torch.allclose(
+    if not allclose(
         got.sum(-1).double(), torch.ones(T, dtype=torch.float64), atol=1e-4
     ):
         fail(

@@ -8,7 +8,7 @@ import torch
 from transformers import BertConfig, BertModel
 
 from .. import models
-from . import call, expect_close, expect_equal, fail
+from . import call, equal, expect_close, expect_equal, fail
 
 KEYS = (
     "num_layers",
@@ -185,7 +185,7 @@ def _expect_query(fn, model, index: int) -> None:
             fail(
                 f"query_linear(model, {index}) returned layer {i}'s query: layers count from 0."
             )
-    if torch.equal(got.weight, self_attn.query.weight):
+    if equal(got.weight, self_attn.query.weight):
         fail(
             "query_linear returned a copy of the query projection. Return the very module "
             "object (so that changing it changes the model)."
@@ -217,11 +217,7 @@ def _expect_resized(fn, model, max_len: int, seed: int, compare: bool) -> None:
     old_rows = model.config.max_position_embeddings
     new = call(fn, model, max_len, name="with_max_positions")
     for k, v in model.state_dict().items():
-        if (
-            k not in before
-            or v.shape != before[k].shape
-            or not torch.equal(v, before[k])
-        ):
+        if k not in before or v.shape != before[k].shape or not equal(v, before[k]):
             fail(
                 "with_max_positions changed the original model; build a new one instead."
             )

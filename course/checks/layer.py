@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import data, models
-from . import call, expect_close, expect_shape, fail, forbid, random_batch
+from . import call, equal, expect_close, expect_shape, fail, forbid, random_batch
 
 BY_HAND = "Build it from its parts (Linear, LayerNorm, Embedding modules): calling the block itself is the shortcut this exercise turns off."
 PRE_LN = "pre-LN instead of post-LN: BERT normalises after adding the residual, LayerNorm(x + sublayer(x))."
@@ -95,7 +95,7 @@ def _twice(fn, args, name):
         isinstance(a, torch.Tensor)
         and isinstance(b, torch.Tensor)
         and a.shape == b.shape
-        and not torch.equal(a, b)
+        and not equal(a, b)
     ):
         fail(f"{name}: {DROPOUT}")
     return a

@@ -7,7 +7,7 @@ import random
 import torch
 
 from .. import data, models
-from . import call, expect_close, expect_shape, fail, no_forward
+from . import call, equal, expect_close, expect_shape, fail, no_forward
 
 WORDS = (
     "the bank river money attention head query key value layer token sat on mat".split()
@@ -49,7 +49,7 @@ def _expect_batch(fn, tokenizer, texts, max_length) -> None:
     for row, single in enumerate(singles):
         n = min(len(single), max_length)
         want_mask = torch.tensor([1] * n + [0] * (T - n))
-        if not torch.equal(mask[row].long(), want_mask):
+        if not equal(mask[row].long(), want_mask):
             fail(
                 f"attention_mask row {row} should be 1 on its {n} tokens and 0 on padding."
             )

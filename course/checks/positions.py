@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import models
-from . import call, expect_close, expect_shape, fail, forbid
+from . import call, equal, expect_close, expect_shape, fail, forbid
 
 _sdpa = F.scaled_dot_product_attention
 SWAPPED = "the causal mask is upper/lower swapped: query i may attend keys j <= i, the lower triangle (True on and below the diagonal)."
@@ -102,15 +102,15 @@ def _expect_causal(fn, T: int) -> None:
     expect_shape(got, (T, T), f"causal_mask({T})")
     i = torch.arange(T)
     want = i[:, None] >= i[None, :]
-    if torch.equal(got, want):
+    if equal(got, want):
         return
-    if torch.equal(got, want.T):
+    if equal(got, want.T):
         fail(SWAPPED)
-    if torch.equal(got, i[:, None] > i[None, :]):
+    if equal(got, i[:, None] > i[None, :]):
         fail(
             "the diagonal is masked: a token may attend to itself (j <= i, not j < i)."
         )
-    if torch.equal(got, ~want):
+    if equal(got, ~want):
         fail(
             "True and False are the wrong way round: True means the query may attend that key."
         )
@@ -269,7 +269,7 @@ def permutation_check_random(fn, seed: int) -> None:
         layer, T = _bert_layer(seed + i, heads), rng.randint(3, 9)
         hidden = torch.randn(rng.randint(1, 3), T, heads * 8, generator=g) * 3
         perm = torch.randperm(T, generator=g)
-        while torch.equal(perm, torch.arange(T)):
+        while equal(perm, torch.arange(T)):
             perm = torch.randperm(T, generator=g)
         _expect_perm(fn, layer, hidden, perm, True, "a BERT layer")
         _expect_perm(

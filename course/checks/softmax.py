@@ -14,7 +14,15 @@ import torch
 import torch.nn.functional as F
 
 from .. import data, models
-from . import call, expect_close, expect_finite, expect_shape, fail, softmax_forbidden
+from . import (
+    allclose,
+    call,
+    expect_close,
+    expect_finite,
+    expect_shape,
+    fail,
+    softmax_forbidden,
+)
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
 _sdpa = F.scaled_dot_product_attention
@@ -107,10 +115,14 @@ def _qk(seed: int, B, H, Tq, Tk, d):
     )
 
 
-def sample_qk(layer: int = 0):
-    """bertviz's neuron-view queries and keys of the sample text, (1, H, T, d) each."""
+# The sample text, and one more so that an answer fitted to the sample cannot pass.
+TEXTS = (data.SAMPLE_TEXT, data.SENTENCE_PAIR[1])
+
+
+def sample_qk(layer: int = 0, text: str = data.SAMPLE_TEXT):
+    """bertviz's neuron-view queries and keys of ``text``, (1, H, T, d) each."""
     nv_model, _ = models.neuron_view_model(models.oracle_model())
-    enc = models.load_tokenizer()(data.SAMPLE_TEXT, return_tensors="pt")
+    enc = models.load_tokenizer()(text, return_tensors="pt")
     with torch.no_grad():
         entry = nv_model(enc["input_ids"], token_type_ids=enc["token_type_ids"])[-1][
             layer
@@ -157,8 +169,9 @@ def attention_scores_shape(fn) -> None:
 
 
 def attention_scores_values(fn) -> None:
-    """attention_scores on layer 0's queries and keys of the sample text."""
-    _expect_scores(fn, *sample_qk())
+    """attention_scores on layer 0's queries and keys of the sample text (and one more)."""
+    for text in TEXTS:
+        _expect_scores(fn, *sample_qk(text=text))
 
 
 def attention_scores_random(fn, seed: int) -> None:
@@ -205,16 +218,20 @@ def _expect_weights(fn, Q, K) -> None:
 
 
 def attention_weights_rows(fn) -> None:
-    """Each query's weights over the keys sum to 1 (sample text, layer 0)."""
-    Q, K = sample_qk()
+    """Each query's weights over the keys sum to 1 (sample text and one more, layer 0)."""
+    for text in TEXTS:
+        _expect_rows(fn, *sample_qk(text=text))
+
+
+def _expect_rows(fn, Q, K) -> None:
     got = call(fn, Q, K, name="attention_weights")
     expect_shape(got, Q.shape[:-1] + (K.shape[-2],), "attention_weights(Q, K)")
     rows = got.sum(-1)
-    if not torch.allclose(
+    if not allclose(
         rows.double(), torch.ones_like(rows, dtype=torch.float64), atol=1e-4
     ):
         cols = got.sum(-2)
-        if torch.allclose(
+        if allclose(
             cols.double(), torch.ones_like(cols, dtype=torch.float64), atol=1e-4
         ):
             fail(f"attention_weights is wrong: {ROWS_DIM}")
@@ -222,21 +239,21 @@ def attention_weights_rows(fn) -> None:
 
 
 def attention_weights_values(fn) -> None:
-    """attention_weights equals the model's attention for layer 0 of the sample text."""
-    Q, K = sample_qk()
+    """attention_weights equals the model's attention for layer 0 (sample and one more)."""
     model, tok = models.oracle_model(), models.load_tokenizer()
-    with torch.no_grad():
-        want = model(**tok(data.SAMPLE_TEXT, return_tensors="pt")).attentions[0]
-    got = call(fn, Q, K, name="attention_weights")
-    s = scores_oracle(Q, K)
-    diagnose = _wrong_weights(Q, K, s)
-    expect_close(
-        got,
-        want,
-        "attention_weights(Q, K)",
-        diagnose=diagnose,
-        what="the model's attentions[0]",
-    )
+    for text in TEXTS:
+        Q, K = sample_qk(text=text)
+        with torch.no_grad():
+            want = model(**tok(text, return_tensors="pt")).attentions[0]
+        got = call(fn, Q, K, name="attention_weights")
+        expect_shape(got, want.shape, "attention_weights(Q, K)")
+        expect_close(
+            got,
+            want,
+            "attention_weights(Q, K)",
+            diagnose=_wrong_weights(Q, K, scores_oracle(Q, K)),
+            what="the model's attentions[0]",
+        )
 
 
 def attention_weights_random(fn, seed: int) -> None:
@@ -282,8 +299,9 @@ def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
 
 
 def dot_product_std_values(fn) -> None:
-    """dot_product_std(64, 20000, 0) is about (8, 1)."""
+    """dot_product_std(64, 20000, 0) is about (8, 1); (16, 20000, 1) about (4, 1)."""
     _expect_std(fn, 64, 20000, 0)
+    _expect_std(fn, 16, 20000, 1)
 
 
 def dot_product_std_random(fn, seed: int) -> None:

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import cell_messages, cell_scores, notebook_path
+from .execute import DEAF, KERNEL_DIED, NOT_RUN
+from .tamper import TAMPERED
 
 GRADED, FLAGGED, FAILED = "graded", "flagged", "failed"
 SKIPPED = "already graded"
@@ -94,7 +96,30 @@ def _flags(root: Path, assignment: str, student: str) -> list[str]:
         text = graded.read_text("utf-8")
         if "output truncated" in text.lower():
             flags.append("output was truncated")
+        flags += output_flags(json.loads(text))
     return flags
+
+
+def output_flags(nb: dict) -> list[str]:
+    """What the graded notebook's error outputs say the instructor should know."""
+    flags = []
+    for k, cell in enumerate(nb.get("cells", [])):
+        name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", f"#{k}")
+        for out in cell.get("outputs", []):
+            if out.get("output_type") != "error":
+                continue
+            ename, evalue = out.get("ename", ""), out.get("evalue", "")
+            if ename == TAMPERED:
+                flags.append(f"tampering: {evalue.split(':')[0]}")
+            elif ename == NOT_RUN:
+                flags.append(f"later cells {evalue}")
+            elif ename in (KERNEL_DIED, DEAF):
+                flags.append(
+                    f"cell {name}: {evalue or 'timed out and was interrupted'}"
+                )
+            elif ename == "MemoryError" or "allocate memory" in evalue:
+                flags.append(f"cell {name} ran out of memory (the per-kernel limit)")
+    return list(dict.fromkeys(flags))  # once each, in order
 
 
 def _env() -> dict:
@@ -174,8 +199,6 @@ def _run_shard(
             out[s] = Result(s, assignment, FAILED, [_reason(log)], seconds)
             continue
         flags = _flags(root, assignment, s)
-        if "Timeout waiting for execute reply" in log:
-            flags.append(f"a cell timed out after {cell_timeout} s and was interrupted")
         out[s] = Result(s, assignment, FLAGGED if flags else GRADED, flags, seconds)
     return out
 
