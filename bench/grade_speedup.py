@@ -2,7 +2,10 @@
 
 Builds a class of fixture students (the reference solution of each assignment),
 grades it both ways in separate course folders, checks that the scores agree, and
-prints the speedup as a ratio. Timing belongs here, not in the tests.
+prints the speedup as a ratio. Timing belongs here, not in the tests. The baseline
+runs nbgrader's stock autograde steps, serially, one ``nbgrader autograde`` per
+assignment; ``course grade`` runs the course's steps (kernels killed at once when
+done) in parallel shards.
 
     .venv/bin/python bench/grade_speedup.py --students 20            # all assignments
     .venv/bin/python bench/grade_speedup.py --students 6 01_config    # a quick run
@@ -23,6 +26,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from harness import fill, reference_answers  # noqa: E402
 
 from course import grading  # noqa: E402
+
+# The baseline is nbgrader as it ships: its own Execute and autograde steps.
+STOCK = """
+c.Autograde.autograde_preprocessors = [
+    "nbgrader.preprocessors.Execute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+"""
 
 
 def make_class(root: Path, assignments: list[str], students: int) -> None:
@@ -60,6 +76,8 @@ def main() -> None:
         serial, parallel = Path(tmp, "serial"), Path(tmp, "parallel")
         for root in (serial, parallel):
             make_class(root, assignments, args.students)
+        with open(serial / "nbgrader_config.py", "a") as f:  # stock nbgrader
+            f.write(STOCK)
         t0 = time.perf_counter()
         for a in assignments:
             grading.nbgrader("autograde", a, root=serial)

@@ -92,15 +92,17 @@ def cmd_grade(args) -> int:
             f"imported {_import_folder(root, names[0], Path(args.from_folder))} submissions"
         )
     results = []
-    for name in names:
-        results += batch.grade(
-            root,
-            name,
-            workers=args.workers,
-            force=args.force,
-            timeout=args.timeout,
-            cell_timeout=args.cell_timeout,
-        )
+    with batch.kernels(warm=not args.cold, progress=print) as env:
+        for name in names:
+            results += batch.grade(
+                root,
+                name,
+                workers=args.workers,
+                force=args.force,
+                timeout=args.timeout,
+                cell_timeout=args.cell_timeout,
+                env=env,
+            )
     print(batch.summary(results))
     return 1 if any(r.status == batch.FAILED for r in results) else 0
 
@@ -167,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
             )
             p.add_argument(
                 "--cell-timeout", type=int, default=120, help="seconds per cell"
+            )
+            p.add_argument(
+                "--cold",
+                action="store_true",
+                help="start every kernel from scratch (no warm, forked kernels)",
             )
     chk = sub.add_parser("check", help=cmd_check.__doc__)
     chk.add_argument(

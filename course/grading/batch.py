@@ -16,6 +16,7 @@ a generous lock timeout) and write to different ``autograded/<student>`` folders
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import cell_messages, cell_scores, notebook_path
+from . import warm as warm_kernels
 from .execute import DEAF, KERNEL_DIED, NOT_RUN
 from .tamper import TAMPERED
 
@@ -144,7 +146,7 @@ def _shard(root: Path, assignment: str, students: list[str], k: int, tmp: Path) 
 
 
 def _run_shard(
-    root, assignment, students, shard, timeout, cell_timeout, tick
+    root, assignment, students, shard, timeout, cell_timeout, tick, env
 ) -> dict[str, Result]:
     """One ``nbgrader autograde`` process over a shard; a Result per student."""
     start = time.monotonic()
@@ -160,10 +162,12 @@ def _run_shard(
         f"--CourseDirectory.db_url={db}",
         f"--Execute.timeout={cell_timeout}",
     ]
+    if warm_kernels.SOCKET_ENV in env:
+        cmd.append(f"--Execute.kernel_name={warm_kernels.KERNEL}")
     proc = subprocess.Popen(
         cmd,
         cwd=shard,
-        env=_env(),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -224,6 +228,7 @@ def grade(
     timeout: float = 1800,
     cell_timeout: int = 120,
     progress=print,
+    env: dict | None = None,
 ) -> list[Result]:
     """Autograde every submission of ``assignment`` under ``root/submitted``.
 
@@ -239,7 +244,11 @@ def grade(
         Regrade submissions already graded (default: resume, skipping them).
     timeout, cell_timeout : float, int
         Seconds allowed per submission (a shard gets this times its size), per cell.
+    env : dict, optional
+        Environment of the nbgrader processes, from :func:`kernels` (default: cold
+        kernels).
     """
+    env = env or _env()
     students = submissions(root, assignment)
     todo = [s for s in students if force or not _up_to_date(root, assignment, s)]
     results = [
@@ -279,6 +288,7 @@ def grade(
                 timeout,
                 cell_timeout,
                 tick,
+                env,
             )
             for k, shard in enumerate(shards)
         ]
@@ -287,6 +297,31 @@ def grade(
     if todo:
         progress("")
     return sorted(results, key=lambda r: r.student)
+
+
+@contextlib.contextmanager
+def kernels(warm: bool = True, progress=print):
+    """The nbgrader processes' environment, with a zygote for warm kernels if asked.
+
+    Yields the env to pass to :func:`grade`. With ``warm``, one process imports
+    torch, transformers and the course and loads the model, and every grading
+    kernel is forked from it (:mod:`course.grading.warm`); if it cannot start,
+    grading goes on with ordinary kernels and says so.
+    """
+    env = _env()
+    if not warm:
+        yield env
+        return
+    with tempfile.TemporaryDirectory(prefix="course-warm-") as tmp:
+        zygote, warm_env = warm_kernels.start(Path(tmp), env)
+        try:
+            if warm_kernels.wait_ready(zygote, warm_env):
+                yield warm_env
+            else:
+                progress("warm kernels did not start; grading with ordinary kernels")
+                yield env
+        finally:
+            warm_kernels.stop(zygote)
 
 
 def _up_to_date(root: Path, assignment: str, student: str) -> bool:

@@ -18,6 +18,7 @@ so ``nbgrader autograde``, the formgrader and ``python -m course grade`` all use
 
 from __future__ import annotations
 
+import os
 import resource
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -25,6 +26,8 @@ from nbclient.util import ensure_async, run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Enum, Float, Integer
+
+from .warm import MEMORY_ENV
 
 KERNEL_DIED = "KernelDied"
 DEAF = "CellTimeoutError"
@@ -69,10 +72,12 @@ class GuardedExecute(Execute):
         return super().preprocess(nb, resources, km)
 
     async def async_start_new_kernel(self, **kwargs) -> None:
+        limit = int(self.memory_limit * 2**30)
+        if limit > 0:  # a warm kernel (course.grading.warm) sets it on itself
+            os.environ[MEMORY_ENV] = str(limit)
         await super().async_start_new_kernel(**kwargs)
         pid = getattr(self.km.provisioner, "pid", None)
-        if self.memory_limit > 0 and pid:
-            limit = int(self.memory_limit * 2**30)
+        if limit > 0 and pid:
             resource.prlimit(pid, resource.RLIMIT_AS, (limit, limit))
 
     start_new_kernel = run_sync(async_start_new_kernel)  # the sync path uses this

@@ -1,0 +1,212 @@
+"""Warm kernels: fork each grading kernel from a process that has already imported
+torch, transformers and the course, and loaded the model.
+
+A fresh kernel spends about 4 s importing torch and transformers and loading the
+model before the first cell of a notebook does anything; for a class that is most of
+the grading time. ``python -m course grade`` therefore starts one *zygote*
+(:func:`serve`) that pays that once, and registers a kernelspec ``course-warm`` whose
+command is this module's proxy (:func:`proxy`). When nbgrader starts a kernel, the
+proxy asks the zygote to fork a child that becomes the kernel (same connection file,
+cwd, environment, standard streams), forwards interrupts to it, and exits when it
+exits. The child exits when the proxy is killed. Each child is its own process, so
+nothing one student's code does reaches another's; what it inherits is what a fresh
+kernel would build itself (imports, the model, torch's initial random state).
+
+Without a zygote (``COURSE_WARM_SOCKET`` unset or gone) the proxy simply becomes an
+ordinary ``ipykernel`` kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+SOCKET_ENV = "COURSE_WARM_SOCKET"
+MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space for each kernel
+KERNEL = "course-warm"
+
+
+def _preload() -> object:
+    """Import what every notebook imports; load what every notebook loads."""
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    import torch
+
+    fresh_rng = torch.get_rng_state()  # what a new process starts with
+    import ipykernel.kernelapp  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401
+
+    from course import checks, models, viz  # noqa: F401
+    from course.checks import (  # noqa: F401
+        attention,
+        config,
+        heads,
+        layer,
+        outputs,
+        pictures,
+        positions,
+        softmax,
+        split,
+        transformer,
+    )
+
+    models.load()
+    models.oracle_model()
+    models.neuron_view_model(models.oracle_model())
+    return fresh_rng
+
+
+def _become_kernel(conn: socket.socket, request: dict, fds: list[int], rng) -> None:
+    """In the forked child: take the proxy's streams, cwd and env, run ipykernel."""
+    os.setsid()  # its own process group: killpg from student code reaches only it
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[0] = request["cwd"]
+    if request.get("memory"):
+        limit = int(request["memory"])
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    import numpy
+    import torch
+
+    torch.set_rng_state(rng)
+    random.seed()
+    numpy.random.seed()
+
+    def exit_with_proxy() -> None:
+        conn.recv(1)  # returns when the proxy is gone, however it ended
+        os._exit(1)
+
+    threading.Thread(target=exit_with_proxy, daemon=True).start()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    from ipykernel.kernelapp import IPKernelApp
+
+    IPKernelApp.launch_instance(argv=request["argv"])
+    os._exit(0)
+
+
+def serve(path: str) -> None:
+    """The zygote: preload, then fork one kernel per request on socket ``path``."""
+    rng = _preload()
+    signal.signal(signal.SIGCHLD, lambda *_: _reap())
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path + ".tmp")
+    os.rename(path + ".tmp", path)  # clients see the socket only once it listens
+    server.listen(64)
+    while True:
+        conn, _ = server.accept()
+        data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+        request = json.loads(data)
+        pid = os.fork()
+        if pid == 0:
+            server.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _become_kernel(conn, request, fds, rng)
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(str(pid).encode())
+        conn.close()  # the child keeps its copy open until it exits
+
+
+def _reap() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def proxy(argv: list[str]) -> None:
+    """The kernel command: have the zygote fork a kernel, or become one."""
+    path = os.environ.get(SOCKET_ENV)
+    memory = os.environ.get(MEMORY_ENV)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path or "")
+    except OSError:
+        if memory:
+            resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
+        cmd = [sys.executable, "-m", "ipykernel_launcher", *argv]
+        os.execv(sys.executable, cmd)
+    env = {k: v for k, v in os.environ.items() if k != SOCKET_ENV}
+    request = {"argv": argv, "cwd": os.getcwd(), "env": env, "memory": memory}
+    socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+    pid = int(conn.recv(32))
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _: _forward(pid, signum))
+    try:
+        done = os.pidfd_open(pid)
+    except ProcessLookupError:
+        sys.exit(1)
+    select.select([done], [], [])
+    sys.exit(0)
+
+
+def _forward(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        sys.exit(1)
+    if signum != signal.SIGINT:
+        sys.exit(0)
+
+
+def start(tmp: Path, env: dict) -> tuple[subprocess.Popen, dict]:
+    """Start a zygote under ``tmp``; return it and the env that makes kernels warm.
+
+    The env puts the ``course-warm`` kernelspec on ``JUPYTER_PATH`` and names the
+    zygote's socket; pass ``--Execute.kernel_name=course-warm`` to nbgrader.
+    """
+    spec = tmp / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "course.grading.warm", "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "Python 3 (warm)", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel))
+    path = str(tmp / "zygote.sock")
+    with open(tmp / "zygote.log", "wb") as log:
+        zygote = subprocess.Popen(
+            [sys.executable, "-m", "course.grading.warm", "--serve", path],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    paths = [str(tmp), env.get("JUPYTER_PATH", "")]
+    warm_env = {**env, SOCKET_ENV: path, "JUPYTER_PATH": os.pathsep.join(paths)}
+    return zygote, warm_env
+
+
+def wait_ready(zygote: subprocess.Popen, env: dict, timeout: float = 120) -> bool:
+    """True once the zygote listens; False if it died or took too long."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and zygote.poll() is None:
+        if os.path.exists(env[SOCKET_ENV]):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def stop(zygote: subprocess.Popen) -> None:
+    """Stop the zygote (a kernel it forked exits with its proxy)."""
+    zygote.kill()
+    zygote.wait()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve"]:
+        serve(sys.argv[2])
+    else:
+        proxy(sys.argv[1:])
