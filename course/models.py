@@ -174,7 +174,8 @@ def neuron_view_model(model: BertModel | None = None):
     """bertviz's neuron-view BERT with the same weights as ``model``.
 
     bertviz's own ``from_pretrained`` needs the network, so the neuron-view model is
-    built from the config and given ``model``'s state dict.
+    built from the config and given ``model``'s weights. The two models share those
+    tensors (no copy): changing one's weights in place changes the other's.
 
     Returns
     -------
@@ -201,8 +202,12 @@ def neuron_view_model(model: BertModel | None = None):
         layer_norm_eps=c.layer_norm_eps,
         output_attentions=True,
     )
-    nv_model = NVBertModel(nv_config)
-    nv_model.load_state_dict(model.state_dict(), strict=False)
+    with torch.device("meta"):  # no memory until the weights are assigned
+        nv_model = NVBertModel(nv_config)
+    nv_model.load_state_dict(model.state_dict(), strict=False, assign=True)
+    if any(t.is_meta for t in [*nv_model.parameters(), *nv_model.buffers()]):
+        nv_model = NVBertModel(nv_config)  # a weight it lacks: build it for real
+        nv_model.load_state_dict(model.state_dict(), strict=False)
     nv_model.eval()
     tokenizer = None
     if course_model:

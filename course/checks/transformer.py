@@ -266,7 +266,15 @@ def _held_out_accuracy(model, seed: int) -> float:
     return float((logits.argmax(-1) == targets)[keep].float().mean())
 
 
-def _train(fn, seed: int, use_positions: bool):
+_runs: dict = {}  # (id(fn), seed, use_positions) -> (fn, (model, history))
+
+
+def _train(fn, seed: int, use_positions: bool, again: bool = False):
+    """The answer's run for ``seed``; an earlier test's run of the same function is
+    reused unless ``again`` (training is most of this notebook's grading time)."""
+    key = (id(fn), seed, use_positions)
+    if not again and key in _runs and _runs[key][0] is fn:
+        return _runs[key][1]
     got = call(fn, seed, use_positions=use_positions, name="train_tiny_transformer")
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail("train_tiny_transformer should return (model, history).")
@@ -276,6 +284,7 @@ def _train(fn, seed: int, use_positions: bool):
             fail(f"The model should carry an int attribute {attr!r} (the task's size).")
     if not isinstance(history, dict) or not history.get("loss"):
         fail("history should be a dict with a non-empty 'loss' list.")
+    _runs[key] = (fn, (model, history))
     return model, history
 
 
@@ -300,9 +309,9 @@ def train_without_positions(fn) -> None:
 
 
 def train_deterministic(fn, seed: int) -> None:
-    """The same seed gives the same loss curve; another seed learns too."""
+    """The same seed gives the same loss curve (a new run vs an earlier one)."""
     _, first = _train(fn, seed, True)
-    _, again = _train(fn, seed, True)
+    _, again = _train(fn, seed, True, again=True)
     if first["loss"] != again["loss"]:
         fail(
             "Two runs with the same seed give different losses: seed torch (and every generator) from `seed`."

@@ -212,7 +212,7 @@ def train_tiny_transformer(seed, use_positions=True):
         256, T, vocab, torch.Generator().manual_seed(seed + 1)
     )
     history = {"loss": [], "val_accuracy": []}
-    for step in range(120):
+    for step in range(80):
         x, y = next_token_task(64, T, vocab, gen)
         loss = F.cross_entropy(
             model(x).reshape(-1, vocab), y.reshape(-1), ignore_index=-100
@@ -252,7 +252,7 @@ check.train_without_positions(train_tiny_transformer)
 # %% test="test_train_tiny_transformer_deterministic" points=1
 """The same seed gives the same run."""
 ### BEGIN HIDDEN TESTS
-check.train_deterministic(train_tiny_transformer, seed=903)
+check.train_deterministic(train_tiny_transformer, seed=0)
 ### END HIDDEN TESTS
 
 # %% [markdown]
