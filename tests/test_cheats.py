@@ -6,8 +6,8 @@ Two runs of the same kind of class on 05_softmax_and_scaling:
 * the course as configured: every cheat earns 0 on the exercises it touches; the
   ones that change the grading tools are also flagged ``tampering`` and zero every
   later test; the honest student keeps full marks and is not flagged;
-* the course with the static scan (``FlagTampering``) removed: the defences inside
-  the kernel alone still give 0 to redefined ``torch.allclose``/``equal``/
+* the course with the static scan (``FlagTampering``) removed, graded with ordinary
+  (``--cold``) kernels: the defences inside the kernel alone still give 0 to redefined ``torch.allclose``/``equal``/
   ``assert_close``, swallowed tracebacks and the forbidden shortcut.
 """
 
@@ -139,7 +139,7 @@ ANSWER_CHEATS = {
 }
 
 
-def _grade_class(root, cheats: dict) -> subprocess.CompletedProcess:
+def _grade_class(root, cheats: dict, *flags: str) -> subprocess.CompletedProcess:
     grading.release([A], root)
     release = json.loads(grading.notebook_path(root, "release", A).read_text())
     ref = reference_answers(root, A)
@@ -149,7 +149,7 @@ def _grade_class(root, cheats: dict) -> subprocess.CompletedProcess:
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(fill(release, {**ref, **answers})))
     cmd = [sys.executable, "-m", "course", "grade", A, f"--root={root}", "--workers=2"]
-    cmd.append("--cell-timeout=60")  # a cheat that hangs its kernel costs this much
+    cmd += ["--cell-timeout=60", *flags]  # a cheat that hangs its kernel costs 60 s
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
 
 
@@ -168,7 +168,7 @@ def runtime_only_class(tmp_path_factory):
             "\nc.Autograde.autograde_preprocessors = [p for p in "
             "c.Autograde.autograde_preprocessors if 'tamper' not in p]\n"
         )
-    return root, _grade_class(root, RUNTIME_CHEATS)
+    return root, _grade_class(root, RUNTIME_CHEATS, "--cold")  # ordinary kernels
 
 
 def _line(out: str, student: str) -> str:

@@ -10,7 +10,8 @@ proxy asks the zygote to fork a child that becomes the kernel (same connection f
 cwd, environment, standard streams), forwards interrupts to it, and exits when it
 exits. The child exits when the proxy is killed. Each child is its own process, so
 nothing one student's code does reaches another's; what it inherits is what a fresh
-kernel would build itself (imports, the model, torch's initial random state).
+kernel would build itself (imports, the model), and it draws fresh random seeds
+(torch, numpy, random) as a new process does.
 
 Without a zygote (``COURSE_WARM_SOCKET`` unset or gone) the proxy simply becomes an
 ordinary ``ipykernel`` kernel.
@@ -36,12 +37,9 @@ MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space for each kernel
 KERNEL = "course-warm"
 
 
-def _preload() -> object:
+def _preload() -> None:
     """Import what every notebook imports; load what every notebook loads."""
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    import torch
-
-    fresh_rng = torch.get_rng_state()  # what a new process starts with
     import ipykernel.kernelapp  # noqa: F401
     import matplotlib.pyplot  # noqa: F401
 
@@ -62,10 +60,9 @@ def _preload() -> object:
     models.load()
     models.oracle_model()
     models.neuron_view_model(models.oracle_model())
-    return fresh_rng
 
 
-def _become_kernel(conn: socket.socket, request: dict, fds: list[int], rng) -> None:
+def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
     """In the forked child: take the proxy's streams, cwd and env, run ipykernel."""
     os.setsid()  # its own process group: killpg from student code reaches only it
     for target, fd in enumerate(fds):
@@ -81,7 +78,7 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int], rng) -> N
     import numpy
     import torch
 
-    torch.set_rng_state(rng)
+    torch.seed()  # fresh, unpredictable seeds, as a new process has
     random.seed()
     numpy.random.seed()
 
@@ -93,13 +90,16 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int], rng) -> N
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from ipykernel.kernelapp import IPKernelApp
 
-    IPKernelApp.launch_instance(argv=request["argv"])
+    argv = list(request["argv"])
+    if os.environ.get("JPY_PARENT_PID"):  # read at import in a cold kernel
+        argv.append(f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}")
+    IPKernelApp.launch_instance(argv=argv)
     os._exit(0)
 
 
 def serve(path: str) -> None:
     """The zygote: preload, then fork one kernel per request on socket ``path``."""
-    rng = _preload()
+    _preload()
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path + ".tmp")
@@ -113,7 +113,7 @@ def serve(path: str) -> None:
         if pid == 0:
             server.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _become_kernel(conn, request, fds, rng)
+            _become_kernel(conn, request, fds)
         for fd in fds:
             os.close(fd)
         conn.sendall(str(pid).encode())

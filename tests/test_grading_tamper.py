@@ -1,0 +1,89 @@
+"""course.grading.tamper: which constructs the static scan flags, and which it must not."""
+
+import json
+
+import pytest
+from harness import fixture_module, reference_answers
+
+from course import grading
+from course.grading.tamper import imported_names, scan
+
+IMPORTED = {"torch", "F", "check", "course", "plt", "sys", "os", "np"}
+PROTECTED = {"torch": "torch", "check": "course.checks.softmax", "plt": "plt"}
+
+FLAGGED = {
+    "torch.allclose = lambda *a, **k: True": "changes torch.allclose",
+    "torch.testing.assert_close = print": "changes torch.testing.assert_close",
+    "import course.checks.softmax as c\nc.softmax_rows = print": "changes c.softmax_rows",
+    "check = None": "rebinds check",
+    "def check(): pass": "rebinds check",
+    "from course.checks import layer as check": "rebinds check",
+    "import numpy as torch": "rebinds torch",
+    "import builtins\nbuiltins.len = max": "imports builtins",
+    "import importlib\nimportlib.reload(check)": "imports importlib",
+    "get_ipython().showtraceback = print": "get_ipython",
+    "sys.excepthook = print": "changes sys.excepthook",
+    "sys.settrace(print)": "sys.settrace",
+    "setattr(torch, 'equal', print)": "calls setattr()",
+    "exec('x = 1')": "calls exec()",
+    "__import__('torch').equal = print": "__import__",
+    "torch.__dict__['equal'] = print": "__dict__",
+    "(1).__class__.__base__": "__class__",
+    "open('/tmp/x', 'w').write('')": "writing",
+    "os.environ['COURSE_MODEL'] = '/tmp'": "changes os.environ",
+    "%%capture\ntorch.equal = print": "changes torch.equal",
+    "%timeit -n1 torch.equal = print": "changes torch.equal",
+    "!ls": "get_ipython",
+    "%load_ext autoreload": "get_ipython",
+    "for torch.x in range(2): pass": "changes torch.x",
+}
+
+ALLOWED = [
+    "import torch\nimport torch.nn.functional as F\nfrom course.checks import softmax as check",
+    "class A(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = torch.zeros(3)",
+    "cfg = model.config\ncfg.num_attention_heads = 4",
+    "plt.rcParams['figure.figsize'] = (8, 4)",
+    "torch.backends.cudnn.deterministic = True",
+    "%matplotlib inline\n%timeit -n1 torch.zeros(3)",
+    "print(open('/tmp/x').read())",
+    "s = 'abc'.replace('a', 'b')",
+    "x = {}\nx['a'] = torch.zeros(2)",
+    "def f(:",  # a syntax error fails when run, like any other
+]
+
+
+@pytest.mark.parametrize("source", sorted(FLAGGED))
+def test_flags_tampering(source):
+    found = scan(source, IMPORTED, PROTECTED)
+    assert any(FLAGGED[source] in what for _, what in found), found
+
+
+@pytest.mark.parametrize("source", ALLOWED)
+def test_leaves_ordinary_code_alone(source):
+    assert scan(source, IMPORTED, PROTECTED) == []
+
+
+@pytest.mark.parametrize("assignment", grading.assignments())
+def test_no_answer_of_the_course_is_flagged(assignment):
+    """Reference answers, correct alternatives and every wrong-answer fixture."""
+    nb = json.loads(
+        grading.notebook_path(grading.ROOT, "source", assignment).read_text()
+    )
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    given = [
+        "".join(c["source"])
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        and c["metadata"]["nbgrader"].get("locked")
+        and not c["metadata"]["nbgrader"].get("grade")
+    ]
+    fixtures = fixture_module(assignment)
+    answers = [
+        *reference_answers(grading.ROOT, assignment).values(),
+        *fixtures.ALTERNATIVES.values(),
+        *(m.code for m in fixtures.MUTANTS),
+        *given,
+    ]
+    imported, protected = imported_names(code), imported_names(given)
+    flagged = {a: scan(a, imported, protected) for a in answers}
+    assert not {a: f for a, f in flagged.items() if f}
