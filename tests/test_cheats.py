@@ -7,8 +7,9 @@ Two runs of the same kind of class on 05_softmax_and_scaling:
   ones that change the grading tools are also flagged ``tampering`` and zero every
   later test; the honest student keeps full marks and is not flagged;
 * the course with the static scan (``FlagTampering``) removed, graded with ordinary
-  (``--cold``) kernels: the defences inside the kernel alone still give 0 to redefined ``torch.allclose``/``equal``/
-  ``assert_close``, swallowed tracebacks and the forbidden shortcut.
+  (``--cold``) kernels: the defences inside the kernel alone still give 0 to
+  redefined ``torch.allclose``/``equal``/``assert_close``, swallowed tracebacks and
+  the forbidden shortcut.
 """
 
 import json
