@@ -272,6 +272,18 @@ def random_batch(rng, vocab: int = 100, token_types: bool = False):
     return ids, types, mask
 
 
+def random_tiny_bert(rng, heads=(1, 2, 3, 4)):
+    """A tiny BERT of random size drawn from ``rng`` (1-3 layers, head size 2-8)."""
+    from .. import models
+
+    return models.tiny_bert(
+        seed=rng.randint(0, 999),
+        num_layers=rng.randint(1, 3),
+        num_heads=rng.choice(heads),
+        head_size=rng.choice([2, 4, 8]),
+    )
+
+
 def score_line(passed: bool, message: str) -> None:
     """Print a one-line verdict (used by checks that pass with a remark)."""
     print(("✓ " if passed else "✗ ") + message)

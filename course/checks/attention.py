@@ -14,7 +14,16 @@ import torch
 import torch.nn.functional as F
 
 from .. import data, models
-from . import allclose, call, expect_close, expect_shape, fail, forbid, random_batch
+from . import (
+    allclose,
+    call,
+    expect_close,
+    expect_shape,
+    fail,
+    forbid,
+    random_batch,
+    random_tiny_bert,
+)
 
 _softmax = torch.softmax
 BY_HAND = "Compute attention by hand from self_attn.query/key/value: calling the attention module (or torch's fused attention) is the shortcut this exercise turns off."
@@ -108,12 +117,7 @@ def random_cases(seed: int, n: int = 3):
     """Tiny BERTs of other sizes, at a random layer, on padded random batches."""
     rng = random.Random(seed)
     for _ in range(n):
-        model = models.tiny_bert(
-            seed=rng.randint(0, 999),
-            num_layers=rng.randint(1, 3),
-            num_heads=rng.choice([1, 2, 3, 4]),
-            head_size=rng.choice([2, 4, 8]),
-        )
+        model = random_tiny_bert(rng)
         ids, _, mask = random_batch(rng)
         yield Case(model, rng.randrange(model.config.num_hidden_layers), ids, mask)
 

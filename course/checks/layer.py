@@ -12,7 +12,16 @@ import torch
 import torch.nn.functional as F
 
 from .. import data, models
-from . import call, equal, expect_close, expect_shape, fail, forbid, random_batch
+from . import (
+    call,
+    equal,
+    expect_close,
+    expect_shape,
+    fail,
+    forbid,
+    random_batch,
+    random_tiny_bert,
+)
 
 BY_HAND = "Build it from its parts (Linear, LayerNorm, Embedding modules): calling the block itself is the shortcut this exercise turns off."
 PRE_LN = "pre-LN instead of post-LN: BERT normalises after adding the residual, LayerNorm(x + sublayer(x))."
@@ -76,12 +85,7 @@ def course_case(padded: bool = False, layer: int = 2) -> Case:
 def random_cases(seed: int, n: int = 3):
     rng = random.Random(seed)
     for _ in range(n):
-        model = models.tiny_bert(
-            seed=rng.randint(0, 999),
-            num_layers=rng.randint(1, 3),
-            num_heads=rng.choice([1, 2, 4]),
-            head_size=rng.choice([2, 4, 8]),
-        )
+        model = random_tiny_bert(rng, heads=(1, 2, 4))
         ids, types, mask = random_batch(rng, token_types=True)
         yield Case(
             model, rng.randrange(model.config.num_hidden_layers), ids, types, mask
