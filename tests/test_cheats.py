@@ -88,6 +88,20 @@ RUNTIME_CHEATS = {
         SOFTMAX_TESTS,
     ),
 }
+LIAR = """
+import torch
+
+
+class Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        out = super().__torch_function__(func, types, args, kwargs or {})
+        return True if func in (torch.allclose, torch.equal) else out
+
+
+def attention_scores(Q, K):
+    return torch.zeros(*Q.shape[:-1], K.shape[-2]).as_subclass(Liar)
+"""
 SCAN_ONLY_CHEATS = {
     "patch_checks": (
         _wrong_softmax_after(
@@ -105,6 +119,20 @@ SCAN_ONLY_CHEATS = {
     ),
     "builtins": (
         _wrong_softmax_after("import builtins\nbuiltins.round = lambda *a, **k: 0"),
+        SOFTMAX_TESTS,
+    ),
+    "lying_tensor": (
+        {"attention_scores": LIAR},
+        (
+            "test_attention_scores_shape",
+            "test_attention_scores_values",
+            "test_attention_scores_random",
+        ),
+    ),
+    "alias": (
+        _wrong_softmax_after(
+            "import torch\nt = torch\nt.allclose = lambda *a, **k: True"
+        ),
         SOFTMAX_TESTS,
     ),
     "obfuscated": (
@@ -195,7 +223,12 @@ def test_cheat_earns_zero_where_it_cheats(full_class, student):
     ), proc.stdout
 
 
-TAMPERING = sorted(set(RUNTIME_CHEATS) - {"shortcut"} | set(SCAN_ONLY_CHEATS))
+TAMPER_CHEATS = {
+    k: v
+    for k, v in {**RUNTIME_CHEATS, **SCAN_ONLY_CHEATS}.items()
+    if k != "shortcut"  # a forbidden shortcut is a wrong answer, not tampering
+}
+TAMPERING = sorted(TAMPER_CHEATS)
 
 
 @pytest.mark.parametrize("student", TAMPERING)
@@ -204,7 +237,16 @@ def test_tampering_is_flagged_and_zeroes_later_tests(full_class, student):
     line = _line(proc.stdout, student)
     assert line.strip().startswith("flagged") and "tampering" in line, proc.stdout
     scores = grading.cell_scores(root, A)[student]
-    assert sum(s for c, (s, _) in scores.items() if c.startswith("test_")) == 0
+    later = _tests_from(root, TAMPER_CHEATS[student][1][0])
+    assert later and all(scores[c][0] == 0 for c in later), scores
+
+
+def _tests_from(root, first: str) -> list[str]:
+    """The test cells of the release from ``first`` on, in notebook order."""
+    nb = json.loads(grading.notebook_path(root, "release", A).read_text())
+    ids = [c["metadata"].get("nbgrader", {}).get("grade_id", "") for c in nb["cells"]]
+    tests = [i for i in ids if i.startswith("test_")]
+    return tests[tests.index(first) :]
 
 
 def test_answer_cheats_are_wrong_answers_not_tampering(full_class):

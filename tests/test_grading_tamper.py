@@ -36,6 +36,13 @@ FLAGGED = {
     "!ls": "get_ipython",
     "%load_ext autoreload": "get_ipython",
     "for torch.x in range(2): pass": "changes torch.x",
+    "t = torch\nt.allclose = print": "changes t.allclose",
+    "t = torch\nu = t.testing\nu.assert_close = print": "changes u.assert_close",
+    "getattr(torch, 'testing').assert_close = print": "changes getattr",
+    "type(model).forward = print": "changes type(model).forward",
+    "class Liar(torch.Tensor):\n    pass": "subclasses torch.Tensor",
+    "class A:\n    def __eq__(self, other):\n        return True": "defines __eq__",
+    "class A:\n    def __torch_function__(self, *a):\n        return True": "defines",
 }
 
 ALLOWED = [
@@ -48,6 +55,8 @@ ALLOWED = [
     "print(open('/tmp/x').read())",
     "s = 'abc'.replace('a', 'b')",
     "x = {}\nx['a'] = torch.zeros(2)",
+    "y = torch.zeros(3)\ny[0] = 1.0\nW = F.softmax\nz = W(y, dim=0)",
+    "class Head(torch.nn.Module):\n    def forward(self, x):\n        return x",
     "def f(:",  # a syntax error fails when run, like any other
 ]
 

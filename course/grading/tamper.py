@@ -41,6 +41,11 @@ DUNDERS_OK = {"__init__", "__name__", "__doc__", "__version__", "__len__"}
 DUNDERS_OK |= {"__call__", "__repr__", "__str__", "__qualname__"}
 MAGICS_OK = {"matplotlib", "precision", "who", "whos", "pinfo", "pinfo2"}
 CODE_MAGICS = {"time", "timeit", "capture"}
+# An object that lies to the comparisons: answers never need to define these.
+LYING = {"__torch_function__", "__torch_dispatch__", "__array_function__"}
+LYING |= {"__array_ufunc__", "__instancecheck__", "__subclasscheck__", "__eq__"}
+LYING |= {"__ne__", "__bool__", "__float__", "__int__", "__index__", "__getattr__"}
+LYING |= {"__getattribute__"}
 HARMLESS = [r"\brcParams\b", r"^torch\.backends\."]  # plot style, cuDNN flags
 
 
@@ -122,7 +127,8 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _store(self, node) -> None:
-        if isinstance(node.ctx, (ast.Store, ast.Del)) and _root(node) in self.imported:
+        roots = self.imported | {"getattr", "type"}  # getattr(torch, "x").y = ...
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and _root(node) in roots:
             target = _dotted(node)
             if not any(re.search(p, target) for p in HARMLESS):
                 self.hit(node, f"changes {target}")
@@ -151,9 +157,17 @@ class _Scanner(ast.NodeVisitor):
     def visit_FunctionDef(self, node) -> None:
         if node.name in self.protected:
             self.hit(node, f"rebinds {node.name}, which the tests use")
+        if node.name in LYING:
+            self.hit(node, f"defines {node.name}")
         self.generic_visit(node)
 
-    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node) -> None:
+        for base in node.bases:
+            if re.search(r"\b(Tensor|ndarray|Parameter)$", _dotted(base)):
+                self.hit(node, f"subclasses {_dotted(base)}")
+        self.visit_FunctionDef(node)
 
     def visit_Global(self, node) -> None:
         for name in set(node.names) & self.protected:
@@ -214,7 +228,8 @@ def scan(
         tree = ast.parse(_python(source))
     except SyntaxError:
         return []  # it fails when run, like any syntax error
-    scanner = _Scanner(set(imported) | _local_imports(tree), dict(protected or {}))
+    imported = _aliases([tree], set(imported) | _local_imports(tree))
+    scanner = _Scanner(imported, dict(protected or {}))
     scanner.visit(tree)
     return sorted(set(scanner.found))
 
@@ -228,6 +243,21 @@ def _local_imports(tree: ast.AST) -> set[str]:
     }
 
 
+def _aliases(trees: list[ast.AST], names: set[str]) -> set[str]:
+    """``names`` plus every name assigned one of them (``t = torch``, ``f = t.nn``)."""
+    names = set(names)
+    for _ in range(3):  # chains of aliases, a few deep
+        for tree in trees:
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Assign)
+                    and isinstance(node.value, (ast.Name, ast.Attribute))
+                    and _root(node.value) in names
+                ):
+                    names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
 class FlagTampering(NbGraderPreprocessor):
     """Give every test after the first tampering cell a ``TamperingDetected`` error."""
 
@@ -235,7 +265,7 @@ class FlagTampering(NbGraderPreprocessor):
         code = [c for c in nb.cells if c.cell_type == "code"]
         given = [c for c in code if _locked(c) and not is_test_cell(c)]
         protected = imported_names([c.source for c in given])
-        imported = imported_names([c.source for c in code])
+        imported = _aliases(_trees(code), set(imported_names([c.source for c in code])))
         verdict = None
         for index, cell in enumerate(code):
             if is_test_cell(cell):
@@ -259,3 +289,13 @@ class FlagTampering(NbGraderPreprocessor):
 
 def _locked(cell) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("locked"))
+
+
+def _trees(cells) -> list[ast.AST]:
+    trees = []
+    for cell in cells:
+        try:
+            trees.append(ast.parse(_python(cell.source)))
+        except SyntaxError:
+            pass
+    return trees
