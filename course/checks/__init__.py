@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+from ..data import SAMPLE_TEXT, SENTENCE_PAIR
+
 # References taken at import, before any student code runs, so that a notebook which
 # redefines ``torch.allclose`` and friends does not change how it is graded.
 _Tensor = torch.Tensor
@@ -25,6 +27,10 @@ _isinstance = isinstance
 _float64 = torch.float64
 allclose = torch.allclose
 equal = torch.equal
+
+# Visible tests on "the sample text" also run this second one, so that an answer
+# fitted to the sample (its numbers hard-coded) cannot pass them.
+SAMPLE_TEXTS = (SAMPLE_TEXT, SENTENCE_PAIR[1])
 
 
 class CheckFailed(AssertionError):

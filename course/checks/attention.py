@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from .. import data, models
 from . import (
+    SAMPLE_TEXTS,
     allclose,
     call,
     expect_close,
@@ -105,10 +106,10 @@ def _pair(got, name: str):
     return got
 
 
-def course_case(padded: bool = False) -> Case:
-    """Layer 0 of the course model on the sample text (and a short text, padded)."""
+def course_case(padded: bool = False, text: str = data.SAMPLE_TEXT) -> Case:
+    """Layer 0 of the course model on ``text`` (and a short text, padded)."""
     tok = models.load_tokenizer()
-    texts = [data.SAMPLE_TEXT, "A short one."] if padded else [data.SAMPLE_TEXT]
+    texts = [text, "A short one."] if padded else [text]
     enc = tok(texts, padding=True, return_tensors="pt")
     return Case(models.oracle_model(), 0, enc["input_ids"], enc["attention_mask"])
 
@@ -152,21 +153,22 @@ def _expect_head(fn, case: Case, head: int, masked: bool, part: str) -> None:
 
 def head_attention_shapes(fn) -> None:
     """head_attention returns probs (B, T, T) and context (B, T, d)."""
-    _expect_head(fn, course_case(), 0, False, "shape")
+    for text in SAMPLE_TEXTS:
+        _expect_head(fn, course_case(text=text), 0, False, "shape")
 
 
 def head_attention_probs(fn) -> None:
     """Heads 0 and 7 of layer 0: probs equal the model's attentions."""
-    case = course_case()
-    for head in (0, 7):
-        _expect_head(fn, case, head, False, "probs")
+    for text in SAMPLE_TEXTS:
+        for head in (0, 7):
+            _expect_head(fn, course_case(text=text), head, False, "probs")
 
 
 def head_attention_context(fn) -> None:
     """Heads 0 and 7 of layer 0: context equals the attention module's output."""
-    case = course_case()
-    for head in (0, 7):
-        _expect_head(fn, case, head, False, "context")
+    for text in SAMPLE_TEXTS:
+        for head in (0, 7):
+            _expect_head(fn, course_case(text=text), head, False, "context")
 
 
 def head_attention_mask(fn) -> None:
@@ -265,12 +267,14 @@ def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
 
 def multi_head_attention_probs(fn) -> None:
     """All heads of layer 0: probs equal the model's attentions."""
-    _expect_mha(fn, course_case(), False, "probs")
+    for text in SAMPLE_TEXTS:
+        _expect_mha(fn, course_case(text=text), False, "probs")
 
 
 def multi_head_attention_context(fn) -> None:
     """All heads of layer 0: context equals the attention module's output."""
-    _expect_mha(fn, course_case(), False, "context")
+    for text in SAMPLE_TEXTS:
+        _expect_mha(fn, course_case(text=text), False, "context")
 
 
 def multi_head_attention_mask(fn) -> None:

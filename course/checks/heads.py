@@ -11,7 +11,7 @@ import random
 import torch
 
 from .. import data, models
-from . import answer, call, expect_close, expect_shape, fail, no_forward
+from . import SAMPLE_TEXTS, answer, call, expect_close, expect_shape, fail, no_forward
 
 COLUMNS = "sliced columns: the head lives in rows. Linear stores W as (out, in), so head h owns rows h*d:(h+1)*d."
 OFFSET = "took rows [h:h+d]; head h starts at row h*d."
@@ -150,8 +150,9 @@ def _expect_projection(fn, x, linear, head, d) -> None:
 def project_head_course(fn) -> None:
     """project_head on the sample text's embeddings equals the query output of head 3."""
     linear, c = _course_query()
-    x = sample_embeddings()
-    _expect_projection(fn, x, linear, 3, c.hidden_size // c.num_attention_heads)
+    for text in SAMPLE_TEXTS:
+        x = sample_embeddings(text)
+        _expect_projection(fn, x, linear, 3, c.hidden_size // c.num_attention_heads)
 
 
 def project_head_random(fn, seed: int) -> None:
@@ -163,11 +164,11 @@ def project_head_random(fn, seed: int) -> None:
         _expect_projection(fn, x, linear, head, d)
 
 
-def sample_embeddings() -> torch.Tensor:
-    """The course model's embedding output (hidden_states[0]) of the sample text, (T, D)."""
+def sample_embeddings(text: str = data.SAMPLE_TEXT) -> torch.Tensor:
+    """The course model's embedding output (hidden_states[0]) of ``text``, (T, D)."""
     model, tok = models.oracle_model(), models.load_tokenizer()
     with torch.no_grad():
-        out = model(**tok(data.SAMPLE_TEXT, return_tensors="pt"))
+        out = model(**tok(text, return_tensors="pt"))
     return out.hidden_states[0][0]
 
 

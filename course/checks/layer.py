@@ -67,12 +67,17 @@ class Case:
         return out[0] if isinstance(out, tuple) else out
 
 
-def course_case(padded: bool = False, layer: int = 2) -> Case:
+# Unpadded visible tests run on the sentence pair (token types 0 and 1), then on the
+# sample text, so that an answer fitted to one input cannot pass them.
+UNPADDED = (data.SENTENCE_PAIR, (data.SAMPLE_TEXT,))
+
+
+def course_case(padded: bool = False, layer: int = 2, texts=data.SENTENCE_PAIR) -> Case:
     tok = models.load_tokenizer()
     if padded:
         enc = tok([data.SAMPLE_TEXT, "A short one."], padding=True, return_tensors="pt")
     else:
-        enc = tok(*data.SENTENCE_PAIR, return_tensors="pt")  # token types 0 and 1
+        enc = tok(*texts, return_tensors="pt")
     return Case(
         models.oracle_model(),
         layer,
@@ -149,7 +154,8 @@ def embeddings_forward_shape(fn) -> None:
 
 def embeddings_forward_values(fn) -> None:
     """embeddings_forward equals hidden_states[0] on a sentence pair (token types 0 and 1)."""
-    _expect_embeddings(fn, course_case())
+    for texts in UNPADDED:
+        _expect_embeddings(fn, course_case(texts=texts))
 
 
 def embeddings_forward_random(fn, seed: int) -> None:
@@ -182,7 +188,8 @@ def _expect_attention_block(fn, case: Case, masked: bool) -> None:
 
 def attention_block_values(fn) -> None:
     """attention_block equals layer 2's attention output (course model, no padding)."""
-    _expect_attention_block(fn, course_case(), masked=False)
+    for texts in UNPADDED:
+        _expect_attention_block(fn, course_case(texts=texts), masked=False)
 
 
 def attention_block_mask(fn) -> None:
@@ -230,7 +237,8 @@ def _expect_feed_forward(fn, case: Case) -> None:
 
 def feed_forward_values(fn) -> None:
     """feed_forward equals layer 2's output given its attention output."""
-    _expect_feed_forward(fn, course_case())
+    for texts in UNPADDED:
+        _expect_feed_forward(fn, course_case(texts=texts))
 
 
 def feed_forward_random(fn, seed: int) -> None:
@@ -260,7 +268,8 @@ def _expect_layer(fn, case: Case, masked: bool) -> None:
 
 def bert_layer_values(fn) -> None:
     """bert_layer maps hidden_states[2] to hidden_states[3] (course model)."""
-    _expect_layer(fn, course_case(), masked=False)
+    for texts in UNPADDED:
+        _expect_layer(fn, course_case(texts=texts), masked=False)
 
 
 def bert_layer_mask(fn) -> None:

@@ -10,8 +10,8 @@ import random
 
 import torch
 
-from .. import data, models
-from . import call, expect_close, fail
+from .. import models
+from . import SAMPLE_TEXTS, call, expect_close, fail
 
 TRANSPOSED = "the heatmap is transposed: rows (y axis) are queries and columns (x axis) are keys, so draw probs itself (imshow(probs))."
 
@@ -162,12 +162,13 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
 
 
 def previous_token_heads_model(fn) -> None:
-    """On the course model's attentions for the sample text."""
+    """On the course model's attentions for the sample text (and one more)."""
     model, tok = models.oracle_model(), models.load_tokenizer()
-    with torch.no_grad():
-        attentions = model(**tok(data.SAMPLE_TEXT, return_tensors="pt")).attentions
-    for threshold in (0.3, 0.5):
-        _expect_prev(fn, attentions, threshold)
+    for text in SAMPLE_TEXTS:
+        with torch.no_grad():
+            attentions = model(**tok(text, return_tensors="pt")).attentions
+        for threshold in (0.3, 0.5):
+            _expect_prev(fn, attentions, threshold)
 
 
 def previous_token_heads_random(fn, seed: int) -> None:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from .. import data, models
 from . import (
+    SAMPLE_TEXTS,
     allclose,
     call,
     expect_close,
@@ -115,8 +116,7 @@ def _qk(seed: int, B, H, Tq, Tk, d):
     )
 
 
-# The sample text, and one more so that an answer fitted to the sample cannot pass.
-TEXTS = (data.SAMPLE_TEXT, data.SENTENCE_PAIR[1])
+TEXTS = SAMPLE_TEXTS
 
 
 def sample_qk(layer: int = 0, text: str = data.SAMPLE_TEXT):

@@ -11,7 +11,7 @@ import random
 import torch
 
 from .. import data, models
-from . import call, expect_close, expect_shape, fail
+from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail
 
 NO_TRANSPOSE = "view(B, H, T, d) without a transpose mixes heads: split the last dim into (H, d) first, then swap T and H."
 WRONG_AXIS = "the last dim was split as (d, H) instead of (H, d): head h owns the contiguous block h*d:(h+1)*d."
@@ -73,10 +73,10 @@ def _expect_merge(fn, heads: torch.Tensor) -> None:
     )
 
 
-def _sample_queries():
-    """Layer 0's query output for the sample text (1, T, D) and bertviz's (1, H, T, d)."""
+def _sample_queries(text: str = data.SAMPLE_TEXT):
+    """Layer 0's query output for ``text`` (1, T, D) and bertviz's (1, H, T, d)."""
     model, tok = models.oracle_model(), models.load_tokenizer()
-    enc = tok(data.SAMPLE_TEXT, return_tensors="pt")
+    enc = tok(text, return_tensors="pt")
     nv_model, _ = models.neuron_view_model(model)
     with torch.no_grad():
         hidden = model(**enc).hidden_states[0]
@@ -89,25 +89,26 @@ def _sample_queries():
 
 def split_heads_shape(fn) -> None:
     """split_heads gives (B, H, T, d) for the course model's queries."""
-    q, nv, H = _sample_queries()
-    B, T, D = q.shape
-    _expect_split_shape(call(fn, q, H, name="split_heads"), B, T, H, D // H)
+    for text in SAMPLE_TEXTS:
+        q, nv, H = _sample_queries(text)
+        B, T, D = q.shape
+        _expect_split_shape(call(fn, q, H, name="split_heads"), B, T, H, D // H)
 
 
 def split_heads_bertviz(fn) -> None:
     """split_heads of layer 0's queries equals bertviz's neuron-view queries."""
-    q, nv, H = _sample_queries()
-    B, T, D = q.shape
-    got = call(fn, q, H, name="split_heads")
-    _expect_split_shape(got, B, T, H, D // H)
-    diagnose = {NO_TRANSPOSE: q.reshape(B, H, T, D // H)}
-    expect_close(
-        got,
-        nv,
-        "split_heads(q, H)",
-        diagnose=diagnose,
-        what="bertviz's neuron-view queries",
-    )
+    for text in SAMPLE_TEXTS:
+        q, nv, H = _sample_queries(text)
+        B, T, D = q.shape
+        got = call(fn, q, H, name="split_heads")
+        _expect_split_shape(got, B, T, H, D // H)
+        expect_close(
+            got,
+            nv,
+            "split_heads(q, H)",
+            diagnose={NO_TRANSPOSE: q.reshape(B, H, T, D // H)},
+            what="bertviz's neuron-view queries",
+        )
 
 
 def _random_shapes(seed: int, n: int = 5):
@@ -127,26 +128,27 @@ def split_heads_random(fn, seed: int) -> None:
 
 def merge_heads_shape(fn) -> None:
     """merge_heads gives (B, T, D) for bertviz's queries."""
-    _, nv, _ = _sample_queries()
-    B, H, T, d = nv.shape
-    # .contiguous(): laid out as (B, H, T, d) in memory, like the output of probs @ V.
-    got = call(fn, nv.contiguous(), name="merge_heads")
-    expect_shape(got, (B, T, H * d), "merge_heads(queries)")
+    for text in SAMPLE_TEXTS:
+        _, nv, _ = _sample_queries(text)
+        B, H, T, d = nv.shape
+        # .contiguous(): laid out as (B, H, T, d), like the output of probs @ V.
+        got = call(fn, nv.contiguous(), name="merge_heads")
+        expect_shape(got, (B, T, H * d), "merge_heads(queries)")
 
 
 def merge_heads_values(fn) -> None:
     """merge_heads of bertviz's queries gives back the query layer's output."""
-    q, nv, _ = _sample_queries()
-    got = call(fn, nv.contiguous(), name="merge_heads")
-    B, H, T, d = nv.shape
-    diagnose = {MERGE_ORDER: nv.reshape(B, T, H * d)}
-    expect_close(
-        got,
-        q,
-        "merge_heads(queries)",
-        diagnose=diagnose,
-        what="the query layer's output",
-    )
+    for text in SAMPLE_TEXTS:
+        q, nv, _ = _sample_queries(text)
+        got = call(fn, nv.contiguous(), name="merge_heads")
+        B, H, T, d = nv.shape
+        expect_close(
+            got,
+            q,
+            "merge_heads(queries)",
+            diagnose={MERGE_ORDER: nv.reshape(B, T, H * d)},
+            what="the query layer's output",
+        )
 
 
 def merge_heads_random(fn, seed: int) -> None:
