@@ -3,7 +3,8 @@ floor notebook that only imports the course and loads the model.
 
 Each notebook runs in a fresh (cold) kernel inside its own child process, so the
 peak resident memory of that kernel (``RUSAGE_CHILDREN``) is measured alone. Each
-is run three times; the median time and the largest peak are reported.
+is run three times, with one thread as grading kernels are; the median time and
+the largest peak are reported.
 
     .venv/bin/python bench/notebook_cost.py            # every source notebook
     .venv/bin/python bench/notebook_cost.py 05_softmax_and_scaling
@@ -12,6 +13,7 @@ is run three times; the median time and the largest peak are reported.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -41,6 +43,7 @@ def run_one(path: str) -> None:
 def _measure_once(path: str) -> dict:
     out = subprocess.run(
         [sys.executable, __file__, "--one", path],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},  # as in a grading kernel
         capture_output=True,
         text=True,
         check=True,

@@ -288,6 +288,15 @@ def _train(fn, seed: int, use_positions: bool, again: bool = False):
     return model, history
 
 
+def train_both(fn, seed: int = 0) -> dict:
+    """Train the answer with and without positions: ``{use_positions: history}``.
+
+    The notebook calls this to plot the two runs; the tests of the exercise then
+    judge these same runs instead of training them again.
+    """
+    return {use: _train(fn, seed, use)[1] for use in (True, False)}
+
+
 def train_with_positions(fn) -> None:
     """With positions the model predicts the next token on held-out data (>= 90%)."""
     model, history = _train(fn, 0, True)
