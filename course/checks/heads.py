@@ -12,6 +12,7 @@ import torch
 
 from .. import data, models
 from . import SAMPLE_TEXTS, answer, call, expect_close, expect_shape, fail, no_forward
+from .softmax import sample_qk
 
 COLUMNS = "sliced columns: the head lives in rows. Linear stores W as (out, in), so head h owns rows h*d:(h+1)*d."
 OFFSET = "took rows [h:h+d]; head h starts at row h*d."
@@ -174,13 +175,8 @@ def sample_embeddings(text: str = data.SAMPLE_TEXT) -> torch.Tensor:
 
 def _neuron_view(layer: int = 0):
     """bertviz's neuron-view queries and keys, (H, T, d) each, for the sample text."""
-    nv_model, _ = models.neuron_view_model(models.oracle_model())
-    enc = models.load_tokenizer()(data.SAMPLE_TEXT, return_tensors="pt")
-    with torch.no_grad():
-        entry = nv_model(enc["input_ids"], token_type_ids=enc["token_type_ids"])[-1][
-            layer
-        ]
-    return entry["queries"][0], entry["keys"][0]
+    queries, keys = sample_qk(layer)
+    return queries[0], keys[0]
 
 
 def first_head_q() -> None:

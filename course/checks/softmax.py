@@ -116,9 +116,6 @@ def _qk(seed: int, B, H, Tq, Tk, d):
     )
 
 
-TEXTS = SAMPLE_TEXTS
-
-
 def sample_qk(layer: int = 0, text: str = data.SAMPLE_TEXT):
     """bertviz's neuron-view queries and keys of ``text``, (1, H, T, d) each."""
     nv_model, _ = models.neuron_view_model(models.oracle_model())
@@ -170,7 +167,7 @@ def attention_scores_shape(fn) -> None:
 
 def attention_scores_values(fn) -> None:
     """attention_scores on layer 0's queries and keys of the sample text (and one more)."""
-    for text in TEXTS:
+    for text in SAMPLE_TEXTS:
         _expect_scores(fn, *sample_qk(text=text))
 
 
@@ -219,7 +216,7 @@ def _expect_weights(fn, Q, K) -> None:
 
 def attention_weights_rows(fn) -> None:
     """Each query's weights over the keys sum to 1 (sample text and one more, layer 0)."""
-    for text in TEXTS:
+    for text in SAMPLE_TEXTS:
         _expect_rows(fn, *sample_qk(text=text))
 
 
@@ -241,7 +238,7 @@ def _expect_rows(fn, Q, K) -> None:
 def attention_weights_values(fn) -> None:
     """attention_weights equals the model's attention for layer 0 (sample and one more)."""
     model, tok = models.oracle_model(), models.load_tokenizer()
-    for text in TEXTS:
+    for text in SAMPLE_TEXTS:
         Q, K = sample_qk(text=text)
         with torch.no_grad():
             want = model(**tok(text, return_tensors="pt")).attentions[0]

@@ -12,6 +12,7 @@ import torch
 
 from .. import data, models
 from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail
+from .softmax import sample_qk
 
 NO_TRANSPOSE = "view(B, H, T, d) without a transpose mixes heads: split the last dim into (H, d) first, then swap T and H."
 WRONG_AXIS = "the last dim was split as (d, H) instead of (H, d): head h owns the contiguous block h*d:(h+1)*d."
@@ -76,15 +77,10 @@ def _expect_merge(fn, heads: torch.Tensor) -> None:
 def _sample_queries(text: str = data.SAMPLE_TEXT):
     """Layer 0's query output for ``text`` (1, T, D) and bertviz's (1, H, T, d)."""
     model, tok = models.oracle_model(), models.load_tokenizer()
-    enc = tok(text, return_tensors="pt")
-    nv_model, _ = models.neuron_view_model(model)
     with torch.no_grad():
-        hidden = model(**enc).hidden_states[0]
+        hidden = model(**tok(text, return_tensors="pt")).hidden_states[0]
         q = model.encoder.layer[0].attention.self.query(hidden)
-        nv = nv_model(enc["input_ids"], token_type_ids=enc["token_type_ids"])[-1][0][
-            "queries"
-        ]
-    return q, nv, model.config.num_attention_heads
+    return q, sample_qk(0, text)[0], model.config.num_attention_heads
 
 
 def split_heads_shape(fn) -> None:

@@ -182,10 +182,14 @@ def _read_only(node: ast.Call) -> bool:
     return isinstance(mode, ast.Constant) and not set(str(mode.value)) & set("wax+")
 
 
-def _python(source: str) -> str:
+def _parse(source: str) -> ast.AST | None:
+    """The cell as Python (IPython magics turned into calls); None if it cannot be."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    return TransformerManager().transform_cell(source)
+    try:
+        return ast.parse(TransformerManager().transform_cell(source))
+    except SyntaxError:
+        return None  # it fails when run, like any syntax error
 
 
 def _bindings(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
@@ -200,47 +204,19 @@ def _bindings(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
     return {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names}
 
 
-def imported_names(sources: list[str]) -> dict[str, str]:
-    """``{name: module or object}`` for every name an ``import`` in these cells binds."""
+def _imports(trees: list[ast.AST]) -> dict[str, str]:
+    """``{name: module or object}`` for every name an ``import`` in ``trees`` binds."""
     names = {}
-    for source in sources:
-        try:
-            tree = ast.parse(_python(source))
-        except SyntaxError:
-            continue
+    for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names.update(_bindings(node))
     return names
 
 
-def scan(
-    source: str, imported=(), protected: dict[str, str] | None = None
-) -> list[tuple[int, str]]:
-    """``(line, what)`` for each construct of ``source`` that could tamper.
-
-    ``imported`` are names bound by imports anywhere in the notebook (changing
-    their attributes is tampering); ``protected`` maps the names the given cells
-    import for the tests to what they import (binding them to anything else is
-    tampering; importing the same thing again is fine).
-    """
-    try:
-        tree = ast.parse(_python(source))
-    except SyntaxError:
-        return []  # it fails when run, like any syntax error
-    imported = _aliases([tree], set(imported) | _local_imports(tree))
-    scanner = _Scanner(imported, dict(protected or {}))
-    scanner.visit(tree)
-    return sorted(set(scanner.found))
-
-
-def _local_imports(tree: ast.AST) -> set[str]:
-    return {
-        name
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        for name in _bindings(node)
-    }
+def imported_names(sources: list[str]) -> dict[str, str]:
+    """``{name: module or object}`` for every name an ``import`` in these cells binds."""
+    return _imports([t for t in map(_parse, sources) if t is not None])
 
 
 def _aliases(trees: list[ast.AST], names: set[str]) -> set[str]:
@@ -258,23 +234,50 @@ def _aliases(trees: list[ast.AST], names: set[str]) -> set[str]:
     return names
 
 
+def scan(
+    source: str, imported=(), protected: dict[str, str] | None = None
+) -> list[tuple[int, str]]:
+    """``(line, what)`` for each construct of ``source`` that could tamper.
+
+    ``imported`` are names bound by imports anywhere in the notebook (changing
+    their attributes is tampering); ``protected`` maps the names the given cells
+    import for the tests to what they import (binding them to anything else is
+    tampering; importing the same thing again is fine).
+    """
+    tree = _parse(source)
+    return [] if tree is None else _scan_tree(tree, set(imported), protected or {})
+
+
+def _scan_tree(tree: ast.AST, imported: set[str], protected: dict) -> list:
+    imported = _aliases([tree], imported | set(_imports([tree])))
+    scanner = _Scanner(imported, dict(protected))
+    scanner.visit(tree)
+    return sorted(set(scanner.found))
+
+
 class FlagTampering(NbGraderPreprocessor):
     """Give every test after the first tampering cell a ``TamperingDetected`` error."""
 
     def preprocess(self, nb, resources):
         code = [c for c in nb.cells if c.cell_type == "code"]
-        given = [c for c in code if _locked(c) and not is_test_cell(c)]
-        protected = imported_names([c.source for c in given])
-        imported = _aliases(_trees(code), set(imported_names([c.source for c in code])))
+        trees = [_parse(c.source) for c in code]  # each cell parsed once
+        parsed = [t for t in trees if t is not None]
+        given = [
+            t
+            for c, t in zip(code, trees, strict=True)
+            if t is not None and _locked(c) and not is_test_cell(c)
+        ]
+        protected = _imports(given)
+        imported = _aliases(parsed, set(_imports(parsed)))
         verdict = None
-        for index, cell in enumerate(code):
+        for index, (cell, tree) in enumerate(zip(code, trees, strict=True)):
             if is_test_cell(cell):
                 if verdict:
                     cell.outputs.append(error_output(TAMPERED, verdict))
                 continue
-            if verdict or _locked(cell):
+            if verdict or _locked(cell) or tree is None:
                 continue
-            found = scan(cell.source, imported, protected)
+            found = _scan_tree(tree, imported, protected)
             if found:
                 line, what = found[0]
                 name = cell.metadata.get("nbgrader", {}).get("grade_id", f"#{index}")
@@ -289,13 +292,3 @@ class FlagTampering(NbGraderPreprocessor):
 
 def _locked(cell) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("locked"))
-
-
-def _trees(cells) -> list[ast.AST]:
-    trees = []
-    for cell in cells:
-        try:
-            trees.append(ast.parse(_python(cell.source)))
-        except SyntaxError:
-            pass
-    return trees
