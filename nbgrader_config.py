@@ -19,13 +19,18 @@ c.Execute.timeout = 300
 c.Execute.interrupt_on_timeout = True
 c.Execute.kernel_name = "python3"
 
-# Autograde: nbgrader's pipeline with two course steps (course/grading/):
-# GuardedExecute restarts a kernel that a cell killed or that ignored the interrupt
-# (that cell gets 0, the rest is graded), caps each kernel at 4 GiB of address space
-# and kills kernels at once when done; FlagTampering sets to 0 every test after a
-# cell that patches the grading tools (torch.allclose, course.checks, builtins, ...).
+# Autograde: nbgrader's pipeline with the course's steps (course/grading/):
+# DrawSeeds gives the hidden tests seeds drawn for this student and this run;
+# GuardedExecute runs each kernel in its own box (no process outlives the notebook,
+# no network, capped memory, processes, output and time) and restarts a kernel that
+# a cell killed; in the kernel the checks only record what the answers returned;
+# JudgeEvidence decides every test cell in this process from that evidence, and
+# from the answers' source for shortcuts; FlagTampering flags, for the instructor,
+# cells that patch the grading tools.
 c.Autograde.autograde_preprocessors = [
+    "course.grading.judge.DrawSeeds",
     "course.grading.execute.GuardedExecute",
+    "course.grading.judge.JudgeEvidence",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
@@ -41,6 +46,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # Feedback shows scores and messages, never hidden test source or tracebacks into it.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
+    "course.grading.feedback.ScrubHiddenTests",
     "nbgrader.preprocessors.ClearHiddenTests",
     "course.grading.feedback.RedactTestCells",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",

@@ -104,6 +104,7 @@ def cmd_grade(args) -> int:
                 env=env,
             )
     print(batch.summary(results))
+    print(f"every submission: {batch.write_log(results, root / 'reports')}")
     return 1 if any(r.status == batch.FAILED for r in results) else 0
 
 

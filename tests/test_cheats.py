@@ -6,10 +6,12 @@ Two runs of the same kind of class on 05_softmax_and_scaling:
 * the course as configured: every cheat earns 0 on the exercises it touches; the
   ones that change the grading tools are also flagged ``tampering`` and zero every
   later test; the honest student keeps full marks and is not flagged;
-* the course with the static scan (``FlagTampering``) removed, graded with ordinary
-  (``--cold``) kernels: the defences inside the kernel alone still give 0 to
-  redefined ``torch.allclose``/``equal``/``assert_close``, swallowed tracebacks and
-  the forbidden shortcut.
+* the course with the static scan (``FlagTampering``) removed: every cheat, the
+  routes the scan does not list included (a builtin taken as a value, a patched
+  evidence recorder, forged or missing evidence, private and low-level softmax,
+  the course's own oracle, answers precomputed for the seeds in ``source/``),
+  earns 0 where it cheats, because the verdict is decided in the grader's
+  process from what the student's code returned.
 """
 
 import json
@@ -142,6 +144,69 @@ SCAN_ONLY_CHEATS = {
         SOFTMAX_TESTS,
     ),
 }
+# Routes past the static scan's list: with the verdict decided out of the kernel,
+# each still earns 0 where it cheats, scan or no scan.
+NEW_ROUTES = {
+    "builtin_value": (
+        _wrong_softmax_after(
+            "import course.checks.softmax as _m\nput = setattr\n"
+            "put(_m, 'expect_close', lambda *a, **k: None)\n"
+            "put(_m, 'expect_shape', lambda x, *a, **k: x)"
+        ),
+        SOFTMAX_TESTS,
+    ),
+    "patch_evidence": (
+        {
+            "softmax": "import torch\nimport course.checks.evidence as e\n"
+            "e.invoke = lambda fn, name, args, kwargs, run: "
+            "['value', torch.special.softmax(args[0], args[1])]\n" + SOFTMAX_DIM0
+        },
+        SOFTMAX_TESTS,
+    ),
+    "forged_evidence": (
+        _wrong_softmax_after(
+            "from IPython.display import display as _d\n"
+            "_d({'application/vnd.course.evidence+json': {'name': 'softmax', "
+            "'digest': '0', 'outcome': ['value', 1.0]}}, raw=True)"
+        ),
+        SOFTMAX_TESTS,
+    ),
+    "no_evidence": (
+        _wrong_softmax_after("import os\nos.environ.pop('COURSE_EVIDENCE', None)"),
+        SOFTMAX_TESTS,
+    ),
+    "private_softmax": (
+        {
+            "softmax": "import torch\nsoftmax = lambda s, dim=-1: torch._softmax(s, dim, False)"
+        },
+        SOFTMAX_TESTS,
+    ),
+    "aten_softmax": (
+        {
+            "softmax": "import torch\n"
+            "softmax = lambda s, dim=-1: torch.ops.aten._softmax(s, dim, False)"
+        },
+        SOFTMAX_TESTS,
+    ),
+    "oracle": (
+        {
+            "attention_scores": "from course.checks import softmax as c\n\n\n"
+            "def attention_scores(Q, K):\n    return c.scores_oracle(Q, K).float()\n"
+        },
+        ("test_attention_scores_values", "test_attention_scores_random"),
+    ),
+    "reads_hidden_tests": (  # prints every executed cell: feedback must not show it
+        {
+            "attention_scores": "print('\\n'.join(In))\n\n\n"
+            "def attention_scores(Q, K):\n    return Q @ K.mT / Q.shape[-1] ** 0.5\n"
+        },
+        (),
+    ),
+    "table_for_source_seeds": (
+        lambda: {"softmax": _table_softmax()},  # built when graded
+        ("test_softmax_random",),
+    ),
+}
 ANSWER_CHEATS = {
     "sample_only": (
         {"attention_weights": SAMPLE_ONLY},
@@ -168,6 +233,32 @@ ANSWER_CHEATS = {
 }
 
 
+def _table_softmax() -> str:
+    """An answer that knows torch.softmax's outputs for every input the visible
+    tests and the hidden test with the seed written in source/ use, and nothing
+    else: it passes those and fails any other seed."""
+    table = {}
+
+    def learn(x, dim=-1):
+        out = softmax_checks._softmax(x, dim)
+        table[str(x.flatten().tolist()) + str(dim)] = (
+            out.flatten().tolist(),
+            list(out.shape),
+        )
+        return out
+
+    softmax_checks.softmax_rows(learn)
+    softmax_checks.softmax_stable(learn)
+    softmax_checks.softmax_random(learn, seed=501)
+    return (
+        f"import torch\n_T = {table!r}\n\n\ndef softmax(scores, dim=-1):\n"
+        "    key = str(scores.flatten().tolist()) + str(dim)\n"
+        "    if key not in _T:\n        return torch.zeros_like(scores)\n"
+        "    values, shape = _T[key]\n"
+        "    return torch.tensor(values, dtype=scores.dtype).reshape(shape)\n"
+    )
+
+
 def _grade_class(root, cheats: dict, *flags: str) -> subprocess.CompletedProcess:
     grading.release([A], root)
     release = json.loads(grading.notebook_path(root, "release", A).read_text())
@@ -189,15 +280,18 @@ def full_class(tmp_path_factory):
     return root, _grade_class(root, cheats)
 
 
+EVERY_CHEAT = {**RUNTIME_CHEATS, **SCAN_ONLY_CHEATS, **ANSWER_CHEATS, **NEW_ROUTES}
+
+
 @pytest.fixture(scope="module")
-def runtime_only_class(tmp_path_factory):
-    root = grading.make_course(tmp_path_factory.mktemp("cheats_runtime"))
+def no_scan_class(tmp_path_factory):
+    root = grading.make_course(tmp_path_factory.mktemp("cheats_no_scan"))
     with open(root / "nbgrader_config.py", "a") as f:
         f.write(
             "\nc.Autograde.autograde_preprocessors = [p for p in "
             "c.Autograde.autograde_preprocessors if 'tamper' not in p]\n"
         )
-    return root, _grade_class(root, RUNTIME_CHEATS, "--cold")  # ordinary kernels
+    return root, _grade_class(root, EVERY_CHEAT)
 
 
 def _line(out: str, student: str) -> str:
@@ -258,12 +352,30 @@ def test_answer_cheats_are_wrong_answers_not_tampering(full_class):
         assert scores["test_softmax_random"][0] == 2, (student, scores)
 
 
-@pytest.mark.parametrize("student", sorted(RUNTIME_CHEATS))
-def test_kernel_side_defences_alone_give_zero(runtime_only_class, student):
-    root, proc = runtime_only_class
+@pytest.mark.parametrize("student", sorted(EVERY_CHEAT))
+def test_every_cheat_earns_zero_with_the_scan_off(no_scan_class, student):
+    """Verdicts come from the grader's process: no route into the kernel's checks,
+    comparisons, oracles or output helps, and the static scan is not needed."""
+    root, proc = no_scan_class
     scores = grading.cell_scores(root, A)[student]
-    assert [scores[c][0] for c in RUNTIME_CHEATS[student][1]] == [0, 0, 0], (
+    targets = EVERY_CHEAT[student][1]
+    assert {c: scores[c][0] for c in targets} == dict.fromkeys(targets, 0.0), (
         proc.stdout + proc.stderr
     )
     honest = grading.cell_scores(root, A)["honest"]
     assert all(s == m for c, (s, m) in honest.items() if c.startswith("test_"))
+
+
+def test_feedback_never_shows_hidden_tests_or_tracebacks(no_scan_class):
+    root, _ = no_scan_class
+    subprocess.run(
+        [sys.executable, "-m", "course", "feedback", A, f"--root={root}"],
+        check=True,
+        timeout=600,
+    )
+    pages = sorted((root / "feedback").glob(f"*/{A}/*.html"))
+    assert len(pages) == 1 + len(EVERY_CHEAT)
+    for page in pages:
+        html = page.read_text()
+        for secret in ("BEGIN HIDDEN", "seed=", "most recent call last", "Traceback"):
+            assert secret not in html, (page, secret)

@@ -19,6 +19,17 @@ LOOP = "while True:\n    pass\n"
 DEAF_LOOP = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
 # 1 GiB at a time, up to 100 GiB: the kernel's 4 GiB cap stops it after a few.
 HOG = "import torch\nhog = [torch.ones(2**28) for _ in range(100)]\n"
+# Processes a cell leaves behind; each carries TOKEN in its command line.
+TOKEN = "course-fault-token"
+SLEEPER = f"import subprocess, sys\nCMD = [sys.executable, '-c', 'import time; time.sleep(3600)', '{TOKEN}']\n"
+STRAYS = {
+    "sleepers": SLEEPER + "kids = [subprocess.Popen(CMD) for _ in range(3)]\n",
+    "deaf_child": f"import subprocess, sys\nkid = subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)', '{TOKEN}'])\n",
+    "daemon": SLEEPER
+    + "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execv(CMD[0], CMD)\n    os._exit(0)\nos.wait()\n",
+    "printer": "import itertools, threading\n\n\ndef spam():\n    for i in itertools.count():\n        print(i)\n\n\nthreading.Thread(target=spam, daemon=True).start()\n",
+    "no_stdout": "import os, sys\nsys.stdout = open(os.devnull, 'w')\nos.close(1)\nos.close(2)\n",
+}
 
 
 def _submit(root, student, nb=None, text=None):
@@ -93,10 +104,13 @@ def graded_class(tmp_path_factory):
             {
                 **ref,
                 "describe_config": ref["describe_config"]
-                + "\nprint('x' * 100_000_000)\n",
+                + "\nprint('x' * 20_000_000)\n",
             },
         ),
     )
+    for student, prelude in STRAYS.items():  # the answer itself stays right
+        answers = {**ref, "describe_config": prelude + ref["describe_config"]}
+        _submit(root, student, fill(release, answers))
     deleted = fill(release, ref)
     deleted["cells"] = [
         c
@@ -137,7 +151,7 @@ def _line(out: str, student: str) -> str:
 
 def test_summary_counts_every_submission(graded_class):
     _, proc = graded_class
-    assert "15 submissions:" in proc.stdout, proc.stdout + proc.stderr
+    assert "20 submissions:" in proc.stdout, proc.stdout + proc.stderr
     assert proc.returncode == 1  # some failed, and it says so
 
 
@@ -220,3 +234,29 @@ def test_feedback_and_report(graded_class):
     )
     rows = (root / "reports" / "grades.csv").read_text().splitlines()
     assert len(rows) == 1 + len(grading.cell_scores(root, A))
+
+
+def _seconds(root) -> dict[str, float]:
+    import csv
+
+    with open(root / "reports" / "grading.csv") as f:
+        return {row["student"]: float(row["seconds"]) for row in csv.DictReader(f)}
+
+
+@pytest.mark.parametrize("student", sorted(STRAYS))
+def test_strays_die_with_their_notebook(graded_class, student):
+    """Forked sleepers, a child deaf to SIGTERM, a setsid double fork, a thread that
+    prints forever, a closed stdout: the submission costs at most its cell timeout
+    plus 10 s more than an honest one, and nothing it started outlives it."""
+    root, _ = graded_class
+    seconds = _seconds(root)
+    assert seconds[student] <= seconds["good"] + 10 + 10, seconds
+    left = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True)
+    assert TOKEN not in left.stdout, left.stdout
+
+
+def test_later_exercises_of_stray_submissions_are_graded(graded_class):
+    root, _ = graded_class
+    scores = grading.cell_scores(root, A)
+    for student in ("sleepers", "deaf_child", "daemon"):
+        assert scores[student]["test_with_max_positions_random"][0] == 2, student

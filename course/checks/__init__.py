@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 import torch
 
 from ..data import SAMPLE_TEXT, SENTENCE_PAIR
+from . import evidence
 
 # References taken at import, before any student code runs, so that a notebook which
 # redefines ``torch.allclose`` and friends does not change how it is graded.
@@ -62,8 +63,18 @@ def _student_frame(tb) -> str:
     return f" (in your code: `{(f.line or '').strip()}`, line {f.lineno} of its cell)"
 
 
-def call(fn: Callable, *args, name: str | None = None, **kwargs):
+def call(
+    fn: Callable,
+    *args,
+    name: str | None = None,
+    probe: Callable | None = None,
+    cache: dict | None = None,
+    **kwargs,
+):
     """Call a student's function, turning any crash into a readable verdict.
+
+    Under autograde the call and its result are evidence (:mod:`.evidence`): the
+    kernel records them, the grader replays them.
 
     Parameters
     ----------
@@ -73,22 +84,56 @@ def call(fn: Callable, *args, name: str | None = None, **kwargs):
         Passed on.
     name : str, optional
         How to name ``fn`` in messages (default: its ``__name__``).
+    probe : callable, optional
+        ``probe(result, *args)`` turns the result into plain data where it is made
+        (e.g. what a matplotlib Axes shows); the check gets that data.
+    cache : dict, optional
+        Reuse an earlier outcome of the same call (``fn`` and inputs) kept here.
     """
     name = name or getattr(fn, "__name__", "your function")
-    if not callable(fn):
-        fail(f"`{name}` should be a function, but it is a {type(fn).__name__}.")
-    try:
-        return fn(*args, **kwargs)
-    except CheckFailed:
-        raise
-    except NotImplementedError:
+
+    def run() -> list:
+        key = (id(fn), evidence.digest(name, args, kwargs))
+        if cache is not None and key in cache and cache[key][0] is fn:
+            return cache[key][1]
+        outcome = _run(fn, args, kwargs, probe)
+        if cache is not None:
+            cache[key] = (fn, outcome)
+        return outcome
+
+    outcome = evidence.invoke(fn, name, args, kwargs, run)
+    if outcome[0] == "value":
+        return outcome[1]
+    _, kind, ename, evalue, where = outcome
+    if kind == "type":
+        fail(f"`{name}` should be a function, but it is a {ename}.")
+    if kind == "check":
+        raise CheckFailed(evalue[:1000])
+    if kind == "todo":
         fail(f"`{name}` is not written yet: it still raises NotImplementedError.")
+    hint = next((h for key, h in HINTS.items() if key in evalue), "")
+    raise CheckFailed(f"`{name}` raised {ename}: {evalue[:500]}{where[:300]}{hint}")
+
+
+def _run(fn, args, kwargs, probe) -> list:
+    """Call ``fn`` live: ``["value", result]`` or ``["raised", kind, ename, ...]``."""
+    if not callable(fn):
+        return ["raised", "type", type(fn).__name__, "", ""]
+    try:
+        value = fn(*args, **kwargs)
+        return ["value", probe(value, *args) if probe else value]
+    except CheckFailed as err:
+        return ["raised", "check", "", str(err), ""]
+    except NotImplementedError:
+        return ["raised", "todo", "", "", ""]
     except Exception as err:  # noqa: BLE001 - any crash becomes feedback
-        hint = next((h for key, h in HINTS.items() if key in str(err)), "")
-        raise CheckFailed(
-            f"`{name}` raised {type(err).__name__}: {err}"
-            f"{_student_frame(err.__traceback__)}{hint}"
-        ) from None
+        where = _student_frame(err.__traceback__)
+        return ["raised", "error", type(err).__name__, str(err), where]
+
+
+def given(value, name: str):
+    """A value the notebook computed (e.g. one head's Q), taken as evidence."""
+    return call(lambda: value, name=name)
 
 
 #: Torch error fragments and what they usually mean in this course.
@@ -100,16 +145,6 @@ HINTS = {
     "cannot be multiplied": " Hint: check which side needs a transpose; nn.Linear stores"
     " its weight as (out_features, in_features).",
 }
-
-
-def answer(name: str):
-    """The value a notebook's answer cell bound to ``name`` (fails if it is unset)."""
-    import __main__
-
-    namespace = vars(__main__)
-    if name not in namespace:
-        fail(f"`{name}` is not defined: write and run its answer cell first.")
-    return namespace[name]
 
 
 def expect_tensor(x, name: str) -> _Tensor:
@@ -267,13 +302,14 @@ def softmax_forbidden(lesson: str):
 def random_batch(rng, vocab: int = 100, token_types: bool = False):
     """A random padded batch: ``(input_ids, token_type_ids or None, attention_mask)``.
 
-    B in 1..3, T in 2..9; the first row is full length, the others padded at random.
+    B in 2..3, T in 2..9; the first row is full length, the others padded (so a
+    forgotten mask always shows, whatever the seed).
     """
-    B, T = rng.randint(1, 3), rng.randint(2, 9)
+    B, T = rng.randint(2, 3), rng.randint(2, 9)
     gen = torch.Generator().manual_seed(rng.randint(0, 999))
     ids = torch.randint(1, vocab, (B, T), generator=gen)
     types = torch.randint(0, 2, (B, T), generator=gen) if token_types else None
-    lengths = [T] + [rng.randint(1, T) for _ in range(B - 1)]
+    lengths = [T] + [rng.randint(1, T - 1) for _ in range(B - 1)]  # some padding
     mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
     return ids, types, mask
 

@@ -22,6 +22,7 @@ from . import (
     expect_shape,
     fail,
     forbid,
+    given,
     random_batch,
     random_tiny_bert,
 )
@@ -288,11 +289,9 @@ def multi_head_attention_random(fn, seed: int) -> None:
         _expect_mha(fn, case, True, "all")
 
 
-def first_head_attention_values() -> None:
+def first_head_attention_values(attention) -> None:
     """attention_first_head_first_layer equals the model's attentions[0][0, 0]."""
-    from . import answer
-
-    got = answer("attention_first_head_first_layer")
+    got = given(attention, "attention_first_head_first_layer")
     case = course_case()
     expect_close(
         got,
@@ -308,11 +307,9 @@ def first_head_attention_values() -> None:
     )
 
 
-def first_head_attention_rows() -> None:
+def first_head_attention_rows(attention) -> None:
     """attention_first_head_first_layer is (T, T) and each row sums to 1."""
-    from . import answer
-
-    got = answer("attention_first_head_first_layer")
+    got = given(attention, "attention_first_head_first_layer")
     T = course_case().probs.shape[-1]
     expect_shape(got, (T, T), "attention_first_head_first_layer")
     if not allclose(

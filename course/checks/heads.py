@@ -11,8 +11,10 @@ import random
 import torch
 
 from .. import data, models
-from . import SAMPLE_TEXTS, answer, call, expect_close, expect_shape, fail, no_forward
+from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail, given, no_forward
 from .softmax import sample_qk
+
+SLICE = "Project with this head's rows only (W_h, b_h); calling the whole layer is the shortcut this exercise turns off."
 
 COLUMNS = "sliced columns: the head lives in rows. Linear stores W as (out, in), so head h owns rows h*d:(h+1)*d."
 OFFSET = "took rows [h:h+d]; head h starts at row h*d."
@@ -123,8 +125,7 @@ def _expect_projection(fn, x, linear, head, d) -> None:
         full = linear(x)  # (..., T, H*d)
     want = full[..., head * d : (head + 1) * d]
     W_h, b_h = _head_truth(linear, head, d)
-    lesson = "Project with this head's rows only (W_h, b_h); calling the whole layer is the shortcut this exercise turns off."
-    with no_forward(linear, lesson=lesson):
+    with no_forward(linear, lesson=SLICE):
         try:
             got = call(fn, x, linear, head, d, name="project_head")
         except AssertionError as err:
@@ -179,18 +180,18 @@ def _neuron_view(layer: int = 0):
     return queries[0], keys[0]
 
 
-def first_head_q() -> None:
+def first_head_q(Q) -> None:
     """Q of layer 0, head 0 equals bertviz's neuron-view queries."""
-    Q = answer("Q_first_head_first_layer")
+    Q = given(Q, "Q_first_head_first_layer")
     queries, _ = _neuron_view()
     expect_close(
         Q, queries[0], "Q_first_head_first_layer", what="bertviz's neuron-view queries"
     )
 
 
-def first_head_k() -> None:
+def first_head_k(K) -> None:
     """K of layer 0, head 0 equals bertviz's neuron-view keys."""
-    K = answer("K_first_head_first_layer")
+    K = given(K, "K_first_head_first_layer")
     _, keys = _neuron_view()
     diagnose = {"this is Q, not K.": _neuron_view()[0][0]}
     expect_close(
@@ -202,9 +203,9 @@ def first_head_k() -> None:
     )
 
 
-def first_head_v() -> None:
+def first_head_v(V) -> None:
     """V of layer 0, head 0 equals the value projection's output for head 0."""
-    V = answer("V_first_head_first_layer")
+    V = given(V, "V_first_head_first_layer")
     value = models.oracle_model().encoder.layer[0].attention.self.value
     c = models.oracle_model().config
     d = c.hidden_size // c.num_attention_heads

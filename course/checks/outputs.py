@@ -9,6 +9,7 @@ import torch
 from .. import data, models
 from . import call, equal, expect_close, expect_shape, fail, no_forward
 
+POOLER = "Recompute the pooler by hand from its dense layer; calling model.pooler is the shortcut this exercise turns off."
 WORDS = (
     "the bank river money attention head query key value layer token sat on mat".split()
 )
@@ -85,7 +86,8 @@ def encode_random(fn, seed: int) -> None:
 
 
 def _true_shapes(model, B: int, T: int) -> dict:
-    ids = torch.randint(1, model.config.vocab_size, (B, T))
+    gen = torch.Generator().manual_seed(B * 100 + T)
+    ids = torch.randint(1, model.config.vocab_size, (B, T), generator=gen)
     with torch.no_grad():
         out = model(input_ids=ids)
     return {
@@ -152,7 +154,7 @@ def _expect_pooler(fn, model, ids) -> None:
     dense = model.pooler.dense
     with no_forward(
         model.pooler,
-        lesson="Recompute the pooler by hand from its dense layer; calling model.pooler is the shortcut this exercise turns off.",
+        lesson=POOLER,
     ):
         got = call(fn, model, last.clone(), name="pooler")
     expect_shape(
@@ -198,13 +200,16 @@ def pooler_random(fn, seed: int) -> None:
             num_heads=rng.choice([2, 3]),
             head_size=rng.choice([4, 6]),
         )
-        ids = torch.randint(1, 100, (rng.randint(1, 3), rng.randint(2, 9)))
+        gen = torch.Generator().manual_seed(rng.randint(0, 999))
+        shape = (rng.randint(1, 3), rng.randint(2, 9))
+        ids = torch.randint(1, 100, shape, generator=gen)
         _expect_pooler(fn, model, ids)
 
 
 def _expect_keys(fn, model) -> None:
     nv_model, _ = models.neuron_view_model(model)
-    ids = torch.randint(1, model.config.vocab_size, (1, 5))
+    gen = torch.Generator().manual_seed(model.config.num_hidden_layers)
+    ids = torch.randint(1, model.config.vocab_size, (1, 5), generator=gen)
     with torch.no_grad():
         output = nv_model(ids)
     want = sorted(output[-1][0].keys())

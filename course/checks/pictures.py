@@ -22,44 +22,54 @@ def _probs_tokens(seed: int, T: int):
     return probs, [f"tok{i}" for i in range(T)]
 
 
+def _drawn(got, probs, tokens, *ax) -> dict:
+    """What the returned Axes shows, as plain data (taken where the answer ran)."""
+    from matplotlib.axes import Axes
+
+    if not isinstance(got, Axes):
+        return {"type": type(got).__name__}
+    out = {"type": "Axes", "on_given": bool(ax) and got is ax[0], "image": None}
+    if got.images:
+        array = got.images[-1].get_array().filled(float("nan"))
+        out["image"] = torch.as_tensor(array, dtype=torch.float64)
+    got.figure.canvas.draw()
+    out["x"] = [t.get_text() for t in got.get_xticklabels()]
+    out["y"] = [t.get_text() for t in got.get_yticklabels()]
+    return out
+
+
 def _expect_heatmap(fn, probs, tokens, given_ax: bool) -> None:
     import matplotlib.pyplot as plt
-    from matplotlib.axes import Axes
 
     fig, ax = plt.subplots()
     try:
         args = (probs.clone(), list(tokens)) + ((ax,) if given_ax else ())
-        got = call(fn, *args, name="attention_heatmap")
-        if not isinstance(got, Axes):
-            fail(
-                f"attention_heatmap should return the matplotlib Axes it drew on, not {type(got).__name__}."
-            )
-        if given_ax and got is not ax:
-            fail(
-                "attention_heatmap was given an Axes (ax=...) but drew elsewhere: draw on the ax you are given."
-            )
-        if not got.images:
-            fail("attention_heatmap drew no image: use ax.imshow(probs).")
-        image = torch.as_tensor(
-            got.images[-1].get_array().filled(float("nan")), dtype=torch.float64
-        )
-        expect_close(
-            image,
-            probs.double(),
-            "the heatmap's image",
-            diagnose={TRANSPOSED: probs.double().T},
-            what="probs",
-        )
-        got.figure.canvas.draw()
-        xs = [t.get_text() for t in got.get_xticklabels()]
-        ys = [t.get_text() for t in got.get_yticklabels()]
-        for axis, labels in (("x", xs), ("y", ys)):
-            if labels != list(tokens):
-                fail(
-                    f"The {axis} tick labels should be the tokens, one per row/column, in order; they are {labels[:6]}{'...' if len(labels) > 6 else ''}."
-                )
+        got = call(fn, *args, name="attention_heatmap", probe=_drawn)
     finally:
         plt.close("all")
+    if got["type"] != "Axes":
+        fail(
+            f"attention_heatmap should return the matplotlib Axes it drew on, not {got['type']}."
+        )
+    if given_ax and not got["on_given"]:
+        fail(
+            "attention_heatmap was given an Axes (ax=...) but drew elsewhere: draw on the ax you are given."
+        )
+    if got["image"] is None:
+        fail("attention_heatmap drew no image: use ax.imshow(probs).")
+    expect_close(
+        got["image"],
+        probs.double(),
+        "the heatmap's image",
+        diagnose={TRANSPOSED: probs.double().T},
+        what="probs",
+    )
+    for axis in ("x", "y"):
+        labels = got[axis]
+        if labels != list(tokens):
+            fail(
+                f"The {axis} tick labels should be the tokens, one per row/column, in order; they are {labels[:6]}{'...' if len(labels) > 6 else ''}."
+            )
 
 
 def heatmap_image(fn) -> None:
@@ -172,17 +182,16 @@ def previous_token_heads_model(fn) -> None:
 
 
 def previous_token_heads_random(fn, seed: int) -> None:
-    """Synthetic attentions with planted previous-token heads, batches of 2."""
+    """Synthetic attentions with planted previous-token, self and next-token heads."""
     g = torch.Generator().manual_seed(seed)
     L, H, T = 3, 4, 7
     attentions = []
     for layer in range(L):
         probs = torch.softmax(torch.randn(2, H, T, T, generator=g), -1)
-        for head in range(H):
-            if (layer + head + seed) % 3 == 0:
-                probs[:, head] = 0.1 * probs[:, head] + 0.9 * torch.eye(T).roll(
-                    -1, dims=1
-                )
+        for head in range(H):  # planted heads: previous token, itself, next token
+            shift = (-1, 0, 1)[(layer + head + seed) % 3]
+            planted = torch.eye(T).roll(shift, dims=1)
+            probs[:, head] = 0.1 * probs[:, head] + 0.9 * planted
         attentions.append(probs)
     for threshold in (0.2, 0.6):
         _expect_prev(fn, tuple(attentions), threshold)

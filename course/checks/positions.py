@@ -18,6 +18,8 @@ from . import call, equal, expect_close, expect_shape, fail, forbid
 _sdpa = F.scaled_dot_product_attention
 SWAPPED = "the causal mask is upper/lower swapped: query i may attend keys j <= i, the lower triangle (True on and below the diagonal)."
 
+CAUSAL = "Build the causal attention yourself (scores, mask, softmax): torch's fused attention is turned off for this exercise."
+
 
 def sinusoid_oracle(max_len: int, d_model: int) -> torch.Tensor:
     """PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = 10000^(-2i/d)."""
@@ -39,24 +41,28 @@ def _expect_pe(fn, max_len: int, d_model: int) -> None:
         f"sinusoidal_encoding({max_len}, {d_model})",
         "(max_len, d_model).",
     )
-    diagnose = {}
-    if d_model % 2 == 0:
-        sin, cos = want[:, 0::2], want[:, 1::2]
-        idx = torch.arange(d_model, dtype=torch.float64)
-        angle = torch.arange(max_len, dtype=torch.float64)[:, None] * 10000.0 ** (
-            -idx / d_model
-        )
-        diagnose = {
-            "sin and cos are swapped: even columns are sin, odd columns cos.": torch.stack(
-                [cos, sin], -1
-            ).reshape(max_len, -1),
-            "sin and cos are concatenated (all sin, then all cos); they alternate: column 2i is sin, 2i+1 is cos.": torch.cat(
-                [sin, cos], -1
-            ),
-            "the frequency uses the column index j; it uses 2i, the same for columns 2i and 2i+1: 10000^(-2i/d).": torch.where(
-                idx % 2 == 0, angle.sin(), angle.cos()
-            ),
-        }
+    sin, cos = want[:, 0::2], want[:, 1::2]  # (max_len, ceil(d/2)), (.., d//2)
+    n = (d_model + 1) // 2  # frequencies; an odd width drops the last cos
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    w = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    idx = torch.arange(d_model, dtype=torch.float64)
+    angle = torch.arange(max_len, dtype=torch.float64)[:, None] * 10000.0 ** (
+        -idx / d_model
+    )
+    swapped = torch.stack([(pos * w).cos(), (pos * w).sin()], -1).reshape(
+        max_len, 2 * n
+    )
+    diagnose = {
+        "sin and cos are swapped: even columns are sin, odd columns cos.": swapped[
+            :, :d_model
+        ],
+        "sin and cos are concatenated (all sin, then all cos); they alternate: column 2i is sin, 2i+1 is cos.": torch.cat(
+            [sin, cos], -1
+        ),
+        "the frequency uses the column index j; it uses 2i, the same for columns 2i and 2i+1: 10000^(-2i/d).": torch.where(
+            idx % 2 == 0, angle.sin(), angle.cos()
+        ),
+    }
     expect_close(
         got,
         want,
@@ -131,7 +137,7 @@ def causal_mask_random(fn, seed: int) -> None:
 def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
     with forbid(
         [(F, "scaled_dot_product_attention")],
-        "Build the causal attention yourself (scores, mask, softmax): torch's fused attention is turned off for this exercise.",
+        CAUSAL,
     ):
         got = call(fn, Q.clone(), K.clone(), V.clone(), name="causal_attention")
     if not isinstance(got, (tuple, list)) or len(got) != 2:

@@ -120,7 +120,8 @@ def _expect_attention(cls, d_model, heads, B, T, mask_kind, seed) -> None:
 def mhsa_structure(cls) -> None:
     """MultiHeadSelfAttention(32, 4) has q/k/v/out projections and returns (out, probs)."""
     att = _build_attention(cls, 32, 4, 0)
-    out = _run(att, torch.randn(2, 5, 32), None, "MultiHeadSelfAttention.forward")
+    x = torch.randn(2, 5, 32, generator=torch.Generator().manual_seed(0))
+    out = _run(att, x, None, "MultiHeadSelfAttention.forward")
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         fail("forward should return a pair (out, probs).")
     expect_shape(out[0], (2, 5, 32), "out")
@@ -235,15 +236,15 @@ def block_random(cls, seed: int) -> None:
     rng = random.Random(seed)
     for i in range(4):
         heads = rng.choice([1, 2, 4])
-        _expect_block(
+        _expect_block(  # both norm_first settings, each with and without a mask
             cls,
             heads * 8,
             heads,
             rng.choice([16, 48]),
             i % 2 == 0,
             rng.randint(1, 3),
-            rng.randint(1, 7),
-            rng.random() < 0.5,
+            rng.randint(2, 7),
+            i < 2,
             seed + i,
         )
 
@@ -266,16 +267,19 @@ def _held_out_accuracy(model, seed: int) -> float:
     return float((logits.argmax(-1) == targets)[keep].float().mean())
 
 
-_runs: dict = {}  # (id(fn), seed, use_positions) -> (fn, (model, history))
+_runs: dict = {}  # outcomes of train_tiny_transformer, reused by later tests
 
 
 def _train(fn, seed: int, use_positions: bool, again: bool = False):
     """The answer's run for ``seed``; an earlier test's run of the same function is
     reused unless ``again`` (training is most of this notebook's grading time)."""
-    key = (id(fn), seed, use_positions)
-    if not again and key in _runs and _runs[key][0] is fn:
-        return _runs[key][1]
-    got = call(fn, seed, use_positions=use_positions, name="train_tiny_transformer")
+    got = call(
+        fn,
+        seed,
+        use_positions=use_positions,
+        name="train_tiny_transformer",
+        cache=None if again else _runs,
+    )
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail("train_tiny_transformer should return (model, history).")
     model, history = got
@@ -284,7 +288,6 @@ def _train(fn, seed: int, use_positions: bool, again: bool = False):
             fail(f"The model should carry an int attribute {attr!r} (the task's size).")
     if not isinstance(history, dict) or not history.get("loss"):
         fail("history should be a dict with a non-empty 'loss' list.")
-    _runs[key] = (fn, (model, history))
     return model, history
 
 

@@ -161,6 +161,7 @@ def _run_shard(
         f"--CourseDirectory.root={shard}",
         f"--CourseDirectory.db_url={db}",
         f"--Execute.timeout={cell_timeout}",
+        f"--GuardedExecute.notebook_timeout={timeout}",  # a budget per submission
     ]
     if warm_kernels.SOCKET_ENV in env:
         cmd.append(f"--Execute.kernel_name={warm_kernels.KERNEL}")
@@ -174,8 +175,10 @@ def _run_shard(
         start_new_session=True,
     )
     logs = {s: [] for s in students}
-    current = None
-    deadline = start + timeout * len(students)
+    seconds = dict.fromkeys(students, 0.0)
+    current, since = None, start
+    # Each notebook stops itself at ``timeout``; this only guards against nbgrader.
+    deadline = start + (timeout + 60) * len(students)
     for line in proc.stdout:
         for s in students:
             if (
@@ -183,9 +186,12 @@ def _run_shard(
                 or f"/autograded/{s}/" in line
                 or f"student '{s}'" in line
             ):
-                if current != s and current is not None:
-                    tick()
-                current = s
+                if current != s:
+                    now = time.monotonic()
+                    if current is not None:
+                        seconds[current] += now - since
+                        tick()
+                    current, since = s, now
         if current:
             logs[current].append(line)
         if time.monotonic() > deadline:
@@ -193,17 +199,18 @@ def _run_shard(
             break
     proc.wait()
     if current:
+        seconds[current] += time.monotonic() - since
         tick()
-    seconds = (time.monotonic() - start) / max(len(students), 1)
     out = {}
     for s in students:
         log = "".join(logs[s])
         graded = notebook_path(root, "autograded", assignment, s)
         if "There was an error processing" in log or not graded.exists():
-            out[s] = Result(s, assignment, FAILED, [_reason(log)], seconds)
+            out[s] = Result(s, assignment, FAILED, [_reason(log)], seconds[s])
             continue
         flags = _flags(root, assignment, s)
-        out[s] = Result(s, assignment, FLAGGED if flags else GRADED, flags, seconds)
+        status = FLAGGED if flags else GRADED
+        out[s] = Result(s, assignment, status, flags, seconds[s])
     return out
 
 
@@ -343,11 +350,27 @@ def summary(results: list[Result]) -> str:
         f"{counts[FAILED]} failed ({skipped} skipped as already graded; --force regrades)"
     ]
     lines += [
-        f"  {r.status:7s} {r.student}/{r.assignment}: {'; '.join(r.reasons)}"
+        f"  {r.status:7s} {r.student}/{r.assignment} ({r.seconds:.0f} s): "
+        f"{'; '.join(r.reasons)}"
         for r in results
         if r.status != GRADED
     ]
     return "\n".join(lines)
+
+
+def write_log(results: list[Result], folder: Path) -> Path:
+    """``folder/grading.csv``: student, assignment, status, seconds, reasons."""
+    import csv
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "grading.csv"
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["student", "assignment", "status", "seconds", "reasons"])
+        for r in results:
+            row = [r.student, r.assignment, r.status, f"{r.seconds:.1f}"]
+            out.writerow(row + ["; ".join(r.reasons)])
+    return path
 
 
 def scores_table(

@@ -19,19 +19,25 @@ so ``nbgrader autograde``, the formgrader and ``python -m course grade`` all use
 from __future__ import annotations
 
 import os
-import resource
+import sys
+import tempfile
+import time
 
+from jupyter_client.kernelspec import KernelSpec
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import ensure_async, run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Enum, Float, Integer
+from traitlets import Bool, Enum, Float, Integer
 
+from ..checks import evidence
+from . import contain
 from .warm import MEMORY_ENV
 
 KERNEL_DIED = "KernelDied"
 DEAF = "CellTimeoutError"
 NOT_RUN = "NotRun"
+TRUNCATED = "... Output truncated: the notebook printed too much ...\n"
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
@@ -65,26 +71,105 @@ class GuardedExecute(Execute):
         help="Kill the kernel after the last cell instead of waiting for its atexit.",
     ).tag(config=True)
 
+    max_processes = Integer(
+        64, help="Processes per kernel, itself included (where a pids cgroup exists)."
+    ).tag(config=True)
+    notebook_timeout = Float(
+        0, help="Seconds for the whole notebook; later cells are not run (0: none)."
+    ).tag(config=True)
+    network = Bool(
+        False,
+        help="Let kernels use the network (off: as root, a namespace of their own).",
+    ).tag(config=True)
+
+    max_output = Float(
+        10.0, help="MiB of printed output kept per notebook; more is dropped."
+    ).tag(config=True)
+    stop_output = Float(
+        50.0, help="MiB of printed output after which the kernel is stopped."
+    ).tag(config=True)
+
     def preprocess(self, nb, resources=None, km=None):
+        self._printed = 0  # characters of stream output so far
         self._ran: list[str] = []  # sources to replay after a restart
         self._restarts = 0
         self._given_up = ""
+        self._box: dict = {}
+        budget = self.notebook_timeout
+        self._deadline = time.monotonic() + budget if budget > 0 else None
         return super().preprocess(nb, resources, km)
+
+    def create_kernel_manager(self):
+        """Every kernel starts through the course's kernel command, which puts it in
+        its box (:mod:`course.grading.contain`) and forks it warm where it can."""
+        km = super().create_kernel_manager()
+        spec = km.kernel_spec
+        command = [
+            sys.executable,
+            "-m",
+            "course.grading.warm",
+            "-f",
+            "{connection_file}",
+        ]
+        if spec is not None and "course.grading.warm" not in spec.argv:
+            km._kernel_spec = KernelSpec(
+                argv=command, display_name=spec.display_name, language="python"
+            )
+        return km
 
     async def async_start_new_kernel(self, **kwargs) -> None:
         limit = int(self.memory_limit * 2**30)
-        if limit > 0:  # a warm kernel (course.grading.warm) sets it on itself
-            os.environ[MEMORY_ENV] = str(limit)
-        await super().async_start_new_kernel(**kwargs)
-        pid = getattr(self.km.provisioner, "pid", None)
-        if limit > 0 and pid:
-            resource.prlimit(pid, resource.RLIMIT_AS, (limit, limit))
+        self._box = contain.open_box(self.max_processes)
+        env = {**os.environ, **self._box, evidence.ENV: "1"}  # checks record evidence
+        if limit > 0:
+            env[MEMORY_ENV] = str(limit)
+        if not self.network:
+            env[contain.NO_NET_ENV] = "1"
+            self.km.transport = "ipc"  # no loopback either, so talk over a socket file
+            self.km.ip = os.path.join(tempfile.gettempdir(), self._box[contain.BOX_ENV])
+        await super().async_start_new_kernel(env=env, **kwargs)
+        self._kernel_pid = getattr(self.km.provisioner, "pid", None)
 
     start_new_kernel = run_sync(async_start_new_kernel)  # the sync path uses this
+
+    async def _async_cleanup_kernel(self) -> None:
+        try:
+            await super()._async_cleanup_kernel()
+        finally:
+            if self._box:
+                pid = getattr(self, "_kernel_pid", None)
+                killed = contain.close_box(self._box, pid)
+                if killed > 1:
+                    self.log.warning("killed %d processes the notebook left", killed)
+                self._box = {}
+
+    def output(self, outs, msg, display_id, cell_index):
+        if msg["msg_type"] == "stream":
+            self._printed += len(msg["content"].get("text", ""))
+            if self._printed > self.max_output * 2**20:
+                if not outs or outs[-1].get("text") != TRUNCATED:
+                    outs.append(
+                        NotebookNode(
+                            output_type="stream", name="stdout", text=TRUNCATED
+                        )
+                    )
+                return None
+        return super().output(outs, msg, display_id, cell_index)
+
+    def _get_timeout(self, cell):
+        timeout = super()._get_timeout(cell)
+        if self._deadline is None:
+            return timeout
+        left = max(1, int(self._deadline - time.monotonic()))
+        return min(timeout, left) if timeout else left
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not cell.source.strip():
             return cell, resources
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            self._given_up = self._given_up or (
+                f"not run: the notebook used up its {self.notebook_timeout:g} s"
+            )
         if self._given_up:
             cell.outputs = [error_output(NOT_RUN, self._given_up)]
             return cell, resources
@@ -107,6 +192,11 @@ class GuardedExecute(Execute):
         else:
             if not is_test_cell(cell):
                 self._ran.append(cell.source)
+        if self._printed > self.stop_output * 2**20 and not self._given_up:
+            self._given_up = (
+                f"not run: the notebook printed more than {self.stop_output:g} MiB"
+            )
+            run_sync(self._async_cleanup_kernel)()
         return cell, resources
 
     def _fault(self, cell: NotebookNode, ename: str, what: str) -> None:

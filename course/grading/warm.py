@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+from . import contain
+
 SOCKET_ENV = "COURSE_WARM_SOCKET"
 MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space for each kernel
 KERNEL = "course-warm"
@@ -71,6 +73,7 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    contain.enter_box(request["env"])
     sys.path[0] = request["cwd"]
     if request.get("memory"):
         limit = int(request["memory"])
@@ -132,6 +135,7 @@ def proxy(argv: list[str]) -> None:
     """The kernel command: have the zygote fork a kernel, or become one."""
     path = os.environ.get(SOCKET_ENV)
     memory = os.environ.get(MEMORY_ENV)
+    contain.enter_box(os.environ)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(path or "")

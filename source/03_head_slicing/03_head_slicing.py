@@ -146,12 +146,12 @@ print(tuple(Q_first_head_first_layer.shape), tuple(K_first_head_first_layer.shap
 
 # %% test="test_first_head_qkv_q" points=1
 """Q of layer 0, head 0 matches bertviz's neuron-view queries."""
-check.first_head_q()
+check.first_head_q(Q_first_head_first_layer)
 
 # %% test="test_first_head_qkv_k" points=1
 """K of layer 0, head 0 matches bertviz's neuron-view keys."""
-check.first_head_k()
+check.first_head_k(K_first_head_first_layer)
 
 # %% test="test_first_head_qkv_v" points=1
 """V of layer 0, head 0 matches the value layer's output for head 0."""
-check.first_head_v()
+check.first_head_v(V_first_head_first_layer)

@@ -164,11 +164,11 @@ plt.show()
 
 # %% test="test_first_head_attention_rows" points=1
 """attention_first_head_first_layer is (T, T) and its rows sum to 1."""
-check.first_head_attention_rows()
+check.first_head_attention_rows(attention_first_head_first_layer)
 
 # %% test="test_first_head_attention_values" points=1
 """attention_first_head_first_layer equals the model's attentions[0][0, 0]."""
-check.first_head_attention_values()
+check.first_head_attention_values(attention_first_head_first_layer)
 
 # %% [markdown]
 # ## 3. All heads at once

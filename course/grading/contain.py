@@ -1,0 +1,166 @@
+"""Keep a grading kernel, and everything it starts, inside its notebook.
+
+Student code can fork, ``setsid``, double-fork or hold the kernel's output pipes
+open; none of that may outlive the notebook or slow the next one. Each kernel gets
+a *box*, made by :func:`open_box` before the kernel starts and emptied by
+:func:`close_box` when its notebook ends (or its kernel is restarted):
+
+* **A pids cgroup** where the machine offers one (Linux, root; cgroup v1 ``pids``
+  or v2): every process the kernel starts stays in it whatever it does to its
+  parentage, ``pids.max`` caps how many there are, and closing the box kills every
+  process in it.
+* **Otherwise** the box is a marker in the environment (``COURSE_KERNEL_BOX``):
+  closing it kills the kernel's process tree and every process that carries the
+  marker. A process that clears its environment and leaves the tree escapes this
+  fallback; the README says so. ``RLIMIT_NPROC`` caps processes for non-root users.
+
+:func:`enter_box` is what the kernel side calls on itself (the warm-kernel proxy
+or the forked kernel): join the cgroup and, as root, leave the network.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import time
+import uuid
+from pathlib import Path
+
+BOX_ENV = "COURSE_KERNEL_BOX"  # the box's id (and its cgroup's folder, if any)
+CGROUP_ENV = "COURSE_KERNEL_CGROUP"
+NO_NET_ENV = "COURSE_KERNEL_NO_NETWORK"
+CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+CLONE_NEWNET = 0x40000000
+
+
+def _cgroup_root() -> Path | None:
+    for root in map(Path, CGROUP_ROOTS):
+        if (root / "cgroup.procs").exists() and (
+            (root / "pids.max").exists() or "pids" in _controllers(root)
+        ):
+            if os.access(root, os.W_OK):
+                return root
+    return None
+
+
+def _controllers(root: Path) -> str:
+    try:
+        return (root / "cgroup.subtree_control").read_text()
+    except OSError:
+        return ""
+
+
+def open_box(max_processes: int = 64) -> dict[str, str]:
+    """Make a box; return the environment variables that put a kernel in it."""
+    box = f"course-{uuid.uuid4().hex[:12]}"
+    env = {BOX_ENV: box}
+    root = _cgroup_root()
+    if root is not None:
+        path = root / box
+        try:
+            path.mkdir()
+            (path / "pids.max").write_text(str(max_processes))
+            env[CGROUP_ENV] = str(path)
+        except OSError:
+            pass
+    return env
+
+
+def enter_box(env: dict | os._Environ = os.environ, max_processes: int = 64) -> None:
+    """Put the calling process (and so all it starts) into the box named in ``env``."""
+    path = env.get(CGROUP_ENV)
+    if path:
+        try:
+            Path(path, "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            pass
+    elif os.geteuid() != 0:
+        resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
+    if env.get(NO_NET_ENV) == "1" and os.geteuid() == 0:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.unshare(CLONE_NEWNET)  # a new, empty network namespace: no network
+
+
+def _members(env: dict) -> set[int]:
+    """Processes in the box: the cgroup's, or those carrying its marker."""
+    path = env.get(CGROUP_ENV)
+    if path:
+        try:
+            text = Path(path, "cgroup.procs").read_text()
+            return {int(p) for p in text.split()}
+        except OSError:
+            return set()
+    marker = f"{BOX_ENV}={env[BOX_ENV]}".encode()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.add(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` in the process tree."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def close_box(env: dict, kernel_pid: int | None = None, seconds: float = 5) -> int:
+    """Kill every process in the box (and below ``kernel_pid``); remove the cgroup.
+
+    Returns how many processes were killed.
+    """
+    killed, deadline = set(), time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = _members(env) | (descendants(kernel_pid) if kernel_pid else set())
+        alive.discard(os.getpid())
+        if not alive:
+            break
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        _reap(killed)
+        time.sleep(0.02)
+    path = env.get(CGROUP_ENV)
+    if path:
+        for _ in range(100):
+            try:
+                os.rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:  # zombies not yet reaped by their parent
+                _reap(killed)
+                time.sleep(0.05)
+    return len(killed)
+
+
+def _reap(pids: set[int]) -> None:
+    """Collect those of ``pids`` that are this process's own children."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass

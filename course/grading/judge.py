@@ -1,0 +1,204 @@
+"""Verdicts decided in the grader's process, from the evidence the kernel produced.
+
+Under autograde the student's kernel runs every check in record mode
+(:mod:`course.checks.evidence`): what the student's code returned goes out as data
+in the test cell's outputs. :class:`JudgeEvidence` then, in nbgrader's own process,
+
+* reads each test cell's source (locked: nbgrader restored it from the release),
+  which is a list of calls ``check.<name>(<student names>, seed=...)``;
+* runs those checks again here, with its own inputs and oracles, every call of
+  student code answered from the recorded evidence;
+* replaces the test cell's outputs by its own verdict: nothing (full points) or
+  one ``CheckFailed`` line (0), the same sentence a student sees in Validate.
+
+Nothing printed, raised or displayed by the kernel in a test cell survives, so a
+kernel that patches the checks, the comparisons or its own error display changes
+only the evidence, and wrong evidence fails. A test cell without evidence (its
+answer was never defined, the kernel died) earns 0 with the kernel's error name
+and message, never a traceback of the test cell.
+
+:class:`DrawSeeds` runs first: it replaces every ``seed=N`` of the hidden tests
+with a number drawn for this student and this grading run, so answers
+precomputed for the seeds written in ``source/`` earn nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import io
+import re
+import secrets
+
+from nbformat import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Bool
+
+from ..checks import CheckFailed, evidence
+from .execute import DEAF, KERNEL_DIED, NOT_RUN, error_output, is_test_cell
+from .shortcuts import shortcut_verdicts
+
+HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
+GRADER_FAULTS = {KERNEL_DIED, DEAF, NOT_RUN}
+UNREPLAYABLE = "GradingError"
+
+
+class DrawSeeds(NbGraderPreprocessor):
+    """Give the hidden tests seeds nobody knew before this grading run."""
+
+    enabled = Bool(True, help="Draw fresh hidden-test seeds per student and run.").tag(
+        config=True
+    )
+
+    def preprocess_cell(self, cell, resources, index):
+        if is_test_cell(cell) and "BEGIN HIDDEN TESTS" in cell.source:
+
+            def draw(region: re.Match) -> str:
+                return re.sub(
+                    r"\bseed=\d+",
+                    lambda _: f"seed={secrets.randbelow(1_000_000)}",
+                    region.group(0),
+                )
+
+            cell.source = HIDDEN.sub(draw, cell.source)
+        return cell, resources
+
+
+def check_modules(nb: NotebookNode) -> dict[str, object]:
+    """``{alias: module}`` for the ``course.checks`` modules the notebook imports."""
+    out = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not cell.metadata.get("nbgrader", {}).get(
+            "locked"
+        ):
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "course.checks":
+                for alias in node.names:
+                    out[alias.asname or alias.name] = f"course.checks.{alias.name}"
+    return {k: importlib.import_module(v) for k, v in out.items()}
+
+
+class Stub:
+    """Stands for a student's name in a replayed test: only its name is used."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def __call__(self, *args, **kwargs):  # pragma: no cover - calls go to the log
+        raise evidence.Missing(self.__name__)
+
+
+def planned_calls(source: str, modules: dict) -> list:
+    """The test cell's check calls: ``[(function, args, kwargs)]``."""
+    calls = []
+    for stmt in ast.parse(source).body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # the docstring
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        func = getattr(call, "func", None)
+        if not (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in modules
+        ):
+            raise ValueError(f"not a check call: {ast.unparse(stmt)[:80]}")
+        args = [_argument(a) for a in call.args]
+        kwargs = {k.arg: _argument(k.value) for k in call.keywords}
+        calls.append((getattr(modules[func.value.id], func.attr), args, kwargs))
+    return calls
+
+
+def _argument(node: ast.AST):
+    if isinstance(node, ast.Name):
+        return Stub(node.id)
+    return ast.literal_eval(node)
+
+
+def _records(cell: NotebookNode) -> list[dict]:
+    return [
+        out["data"][evidence.MIME]
+        for out in cell.get("outputs", [])
+        if out.get("output_type") in ("display_data", "execute_result")
+        and evidence.MIME in out.get("data", {})
+    ]
+
+
+def _kernel_error(cell: NotebookNode) -> NotebookNode | None:
+    """The first error the kernel reported in the cell, as one sentence."""
+    for out in cell.get("outputs", []):
+        if out.get("output_type") != "error":
+            continue
+        if out.get("ename") in GRADER_FAULTS:
+            return out  # GuardedExecute's own words
+        ename = re.sub(r"\W", "", str(out.get("ename", "Error")))[:40] or "Error"
+        evalue = str(out.get("evalue", ""))[:300]
+        undefined = re.fullmatch(r"name '(\w+)' is not defined", evalue)
+        if ename == "NameError" and undefined:
+            sentence = (
+                f"`{undefined[1]}` is not defined: write and run its answer cell first."
+            )
+        else:
+            sentence = f"this test produced no result: {ename}: {evalue}"
+        return error_output("CheckFailed", sentence)
+    return None
+
+
+def verdict(cell: NotebookNode, modules: dict) -> tuple[list, str]:
+    """``(outputs, log line)`` for one test cell, decided from its evidence."""
+    printed = io.StringIO()
+    try:
+        calls = planned_calls(cell.source, modules)
+    except (ValueError, SyntaxError, AttributeError) as err:
+        return [error_output(UNREPLAYABLE, str(err))], f"cannot replay: {err}"
+    failed = None
+    with evidence.replaying(_records(cell)), contextlib.redirect_stdout(printed):
+        try:
+            for fn, args, kwargs in calls:
+                fn(*args, **kwargs)
+        except CheckFailed as err:
+            failed = error_output("CheckFailed", str(err))
+        except evidence.Missing as err:
+            failed = _kernel_error(cell) or error_output(
+                "CheckFailed", f"`{err}` gave no result in this test."
+            )
+        except Exception as err:  # noqa: BLE001 - malformed evidence fails, loudly
+            failed = error_output(
+                "CheckFailed", f"the result could not be read ({type(err).__name__})."
+            )
+    outputs = []
+    if printed.getvalue():
+        outputs.append(
+            NotebookNode(output_type="stream", name="stdout", text=printed.getvalue())
+        )
+    return outputs + ([failed] if failed else []), failed.evalue if failed else "ok"
+
+
+class JudgeEvidence(NbGraderPreprocessor):
+    """Decide every test cell in this process; the kernel's own verdicts are dropped."""
+
+    enabled = Bool(True).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        modules = check_modules(nb)
+        shortcuts = shortcut_verdicts(nb)
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            if not is_test_cell(cell):  # evidence from given cells is not needed
+                cell.outputs = [
+                    o for o in cell.outputs if not _records({"outputs": [o]})
+                ]
+                continue
+            grade_id = cell.metadata.nbgrader.get("grade_id", "")
+            if grade_id in shortcuts:
+                cell.outputs = [error_output(*shortcuts[grade_id])]
+                continue
+            cell.outputs, line = verdict(cell, modules)
+            self.log.debug("%s: %s", grade_id, line)
+        return nb, resources

@@ -1,0 +1,121 @@
+"""course.checks.evidence: what leaves the kernel, and how the grader reads it back."""
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from course import models
+from course.checks import CheckFailed, call, evidence
+
+
+class Student(nn.Module):  # a class defined in the student's notebook
+    def __init__(self):
+        super().__init__()
+        self.q_proj = nn.Linear(4, 4)
+        self.ff = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+        self.seq_len = 7
+
+    def forward(self, x):
+        return x
+
+
+def _roundtrip(value, args=()):
+    data = json.loads(json.dumps(evidence.encode(value, args)))  # as nbformat stores it
+    return evidence.decode(data, args)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.int64, torch.bool]
+)
+def test_tensors_come_back_bit_for_bit(dtype):
+    x = (torch.randn(2, 3, 4) * 100).to(dtype)
+    back = _roundtrip(x)
+    assert back.dtype == dtype and back.shape == x.shape and torch.equal(back, x)
+    assert _roundtrip(torch.zeros(0, 3)).shape == (0, 3)
+
+
+def test_plain_values_and_containers():
+    value = {"a": (1, 2.5, float("nan")), "b": [None, True, "s"], 3: torch.Size([2])}
+    back = _roundtrip(value)
+    assert back["b"] == [None, True, "s"] and back[3] == torch.Size([2])
+    assert back["a"][:2] == (1, 2.5) and back["a"][2] != back["a"][2]  # NaN
+
+
+def test_student_module_is_rebuilt_as_structure_and_weights_only():
+    m = Student()
+    back = _roundtrip(m)
+    assert type(back).__name__ == "Student" and isinstance(back, evidence.Recorded)
+    assert isinstance(back.q_proj, nn.Linear) and isinstance(back.ff[1], nn.ReLU)
+    assert torch.equal(back.ff[0].weight, m.ff[0].weight) and back.seq_len == 7
+    with pytest.raises(evidence.Missing):  # its code did not travel
+        back(torch.zeros(1))
+
+
+def test_transformers_model_is_rebuilt_from_config_and_weights():
+    bert = models.tiny_bert(seed=1, num_layers=1)
+    back = _roundtrip(bert)
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        want = bert(input_ids=ids).last_hidden_state
+        got = back(input_ids=ids).last_hidden_state
+    assert type(back) is type(bert) and torch.allclose(got, want)
+
+
+def test_a_submodule_of_an_argument_comes_back_as_the_grader_s_own_object():
+    bert = models.tiny_bert(seed=1, num_layers=2)
+    query = bert.encoder.layer[1].attention.self.query
+    assert _roundtrip(query, (bert, 1)) is query
+
+
+def test_an_unknown_object_keeps_only_its_type_name():
+    class Sneaky:
+        def __eq__(self, other):
+            return True
+
+    back = _roundtrip(Sneaky())
+    assert type(back).__name__ == "Sneaky" and back != 1
+
+
+@pytest.fixture
+def records(monkeypatch):
+    """Record mode, as in a grading kernel; the records as nbformat stores them."""
+    out = []
+    monkeypatch.setenv(evidence.ENV, "1")
+    monkeypatch.setattr(
+        evidence, "_publish", lambda r: out.append(json.loads(json.dumps(r)))
+    )
+    return out
+
+
+def test_replay_answers_calls_in_order_and_knows_their_inputs(records, monkeypatch):
+    x = torch.randn(3)
+    assert torch.equal(call(torch.exp, x, name="f"), x.exp())
+    with pytest.raises(CheckFailed, match="raised ValueError: no"):
+        call(_raises, x, name="g")
+    monkeypatch.delenv(evidence.ENV)
+    with evidence.replaying(records):
+        assert torch.equal(call(None, x, name="f"), x.exp())  # fn is not run
+        with pytest.raises(CheckFailed, match="raised ValueError: no"):
+            call(None, x, name="g")
+    with evidence.replaying(records), pytest.raises(evidence.Missing):
+        call(None, torch.zeros(4), name="f")  # other inputs: not this record
+    with evidence.replaying([]), pytest.raises(evidence.Missing):
+        call(None, x, name="f")
+
+
+def test_a_call_that_changes_its_argument_changes_the_grader_s_copy(
+    records, monkeypatch
+):
+    kernel_side = torch.zeros(3)
+    call(lambda t: t.add_(1), kernel_side, name="f")
+    monkeypatch.delenv(evidence.ENV)
+    grader_side = torch.zeros(3)
+    with evidence.replaying(records):
+        call(None, grader_side, name="f")
+    assert torch.equal(grader_side, torch.ones(3))
+
+
+def _raises(x):
+    raise ValueError("no")
