@@ -24,6 +24,9 @@ from harness import fill, reference_answers
 from course import grading
 from course.checks import softmax as softmax_checks
 
+# One class graded once: every test of this module runs on the same xdist worker.
+pytestmark = pytest.mark.xdist_group("cheats")
+
 A = "05_softmax_and_scaling"
 SOFTMAX_DIM0 = """
 def softmax(scores, dim=-1):
@@ -352,6 +355,7 @@ def test_answer_cheats_are_wrong_answers_not_tampering(full_class):
         assert scores["test_softmax_random"][0] == 2, (student, scores)
 
 
+@pytest.mark.xdist_group("cheats_no_scan")  # the other class, on the other worker
 @pytest.mark.parametrize("student", sorted(EVERY_CHEAT))
 def test_every_cheat_earns_zero_with_the_scan_off(no_scan_class, student):
     """Verdicts come from the grader's process: no route into the kernel's checks,
@@ -366,6 +370,7 @@ def test_every_cheat_earns_zero_with_the_scan_off(no_scan_class, student):
     assert all(s == m for c, (s, m) in honest.items() if c.startswith("test_"))
 
 
+@pytest.mark.xdist_group("cheats_no_scan")
 def test_feedback_never_shows_hidden_tests_or_tracebacks(no_scan_class):
     root, _ = no_scan_class
     subprocess.run(

@@ -5,6 +5,8 @@ the correct student's score is unaffected by the others.
 """
 
 import json
+import os
+import socket
 import subprocess
 import sys
 
@@ -12,6 +14,9 @@ import pytest
 from harness import fill, reference_answers
 
 from course import grading
+
+# One class graded once: every test of this module runs on the same xdist worker.
+pytestmark = pytest.mark.xdist_group("grade_cli")
 
 A = "01_config"
 
@@ -30,6 +35,12 @@ STRAYS = {
     "printer": "import itertools, threading\n\n\ndef spam():\n    for i in itertools.count():\n        print(i)\n\n\nthreading.Thread(target=spam, daemon=True).start()\n",
     "no_stdout": "import os, sys\nsys.stdout = open(os.devnull, 'w')\nos.close(1)\nos.close(2)\n",
 }
+# Answers that try the network and a hundred processes, and print how far they got.
+NETWORK = "import socket\ntry:\n    socket.create_connection(('127.0.0.1', PORT), timeout=3).close()\n    print('NET:reached')\nexcept OSError:\n    print('NET:blocked')\n"
+PROCESSES = (
+    SLEEPER
+    + "kids = []\ntry:\n    for _ in range(100):\n        kids.append(subprocess.Popen(CMD))\nexcept OSError:\n    pass\nprint(f'PROCS:{len(kids)}')\n"
+)
 
 
 def _submit(root, student, nb=None, text=None):
@@ -111,6 +122,17 @@ def graded_class(tmp_path_factory):
     for student, prelude in STRAYS.items():  # the answer itself stays right
         answers = {**ref, "describe_config": prelude + ref["describe_config"]}
         _submit(root, student, fill(release, answers))
+    server = socket.create_server(("127.0.0.1", 0))  # a server the kernel may not reach
+    port = server.getsockname()[1]
+    for student, code in (
+        ("network", NETWORK.replace("PORT", str(port))),
+        ("procs", PROCESSES),
+    ):
+        _submit(
+            root,
+            student,
+            fill(release, {**ref, "describe_config": code + ref["describe_config"]}),
+        )
     deleted = fill(release, ref)
     deleted["cells"] = [
         c
@@ -142,6 +164,7 @@ def graded_class(tmp_path_factory):
         "--timeout=240",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    server.close()
     return root, proc
 
 
@@ -151,7 +174,7 @@ def _line(out: str, student: str) -> str:
 
 def test_summary_counts_every_submission(graded_class):
     _, proc = graded_class
-    assert "20 submissions:" in proc.stdout, proc.stdout + proc.stderr
+    assert "22 submissions:" in proc.stdout, proc.stdout + proc.stderr
     assert proc.returncode == 1  # some failed, and it says so
 
 
@@ -260,3 +283,28 @@ def test_later_exercises_of_stray_submissions_are_graded(graded_class):
     scores = grading.cell_scores(root, A)
     for student in ("sleepers", "deaf_child", "daemon"):
         assert scores[student]["test_with_max_positions_random"][0] == 2, student
+
+
+def _printed(root, student: str) -> str:
+    nb = json.loads(grading.notebook_path(root, "autograded", A, student).read_text())
+    return "".join(
+        "".join(o.get("text", ""))
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_kernels_have_no_network(graded_class):
+    root, _ = graded_class
+    assert "NET:blocked" in _printed(root, "network")
+
+
+@pytest.mark.skipif(
+    not os.access("/sys/fs/cgroup/pids", os.W_OK), reason="needs a pids cgroup"
+)
+def test_kernels_start_a_bounded_number_of_processes(graded_class):
+    root, _ = graded_class
+    started = int(_printed(root, "procs").split("PROCS:")[1].split()[0])
+    assert 0 < started < 64, started

@@ -151,10 +151,12 @@ def _run_shard(
     """One ``nbgrader autograde`` process over a shard; a Result per student."""
     start = time.monotonic()
     db = f"sqlite:///{root / 'gradebook.db'}?timeout=300"
+    # With a zygote, nbgrader itself is forked from it, torch and the judge loaded.
+    program = ["course.grading.warm", "--nbgrader"]
     cmd = [
         sys.executable,
         "-m",
-        "nbgrader",
+        *(program if warm_kernels.SOCKET_ENV in env else ["nbgrader"]),
         "autograde",
         assignment,
         "--force",

@@ -36,26 +36,34 @@ CLONE_NEWNET = 0x40000000
 
 
 def _cgroup_root() -> Path | None:
-    for root in map(Path, CGROUP_ROOTS):
-        if (root / "cgroup.procs").exists() and (
-            (root / "pids.max").exists() or "pids" in _controllers(root)
-        ):
-            if os.access(root, os.W_OK):
-                return root
-    return None
+    """A cgroup folder whose children get ``pids.max`` (v1 ``pids`` or v2), if any."""
+    global _ROOT
+    if _ROOT is None:
+        _ROOT = next((r for r in map(Path, CGROUP_ROOTS) if _has_pids(r)), False)
+    return _ROOT or None
 
 
-def _controllers(root: Path) -> str:
+def _has_pids(root: Path) -> bool:
+    probe = root / f"course-probe-{os.getpid()}"
     try:
-        return (root / "cgroup.subtree_control").read_text()
+        probe.mkdir()
     except OSError:
-        return ""
+        return False
+    try:
+        return (probe / "pids.max").exists()
+    finally:
+        probe.rmdir()
+
+
+_ROOT: Path | bool | None = None
+_open: dict[str, dict] = {}  # boxes this process made and has not closed yet
 
 
 def open_box(max_processes: int = 64) -> dict[str, str]:
     """Make a box; return the environment variables that put a kernel in it."""
     box = f"course-{uuid.uuid4().hex[:12]}"
     env = {BOX_ENV: box}
+    _open[box] = env
     root = _cgroup_root()
     if root is not None:
         path = root / box
@@ -129,6 +137,7 @@ def close_box(env: dict, kernel_pid: int | None = None, seconds: float = 5) -> i
 
     Returns how many processes were killed.
     """
+    _open.pop(env.get(BOX_ENV, ""), None)
     killed, deadline = set(), time.monotonic() + seconds
     while time.monotonic() < deadline:
         alive = _members(env) | (descendants(kernel_pid) if kernel_pid else set())
@@ -164,3 +173,9 @@ def _reap(pids: set[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             pass
+
+
+def close_all() -> None:
+    """Close every box this process still has open (it is about to die)."""
+    for env in list(_open.values()):
+        close_box(env)

@@ -143,6 +143,8 @@ class GuardedExecute(Execute):
                     self.log.warning("killed %d processes the notebook left", killed)
                 self._box = {}
 
+    _cleanup_kernel = run_sync(_async_cleanup_kernel)  # what the sync path calls
+
     def output(self, outs, msg, display_id, cell_index):
         if msg["msg_type"] == "stream":
             self._printed += len(msg["content"].get("text", ""))

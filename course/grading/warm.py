@@ -62,10 +62,15 @@ def _preload() -> None:
     models.load()
     models.oracle_model()
     models.neuron_view_model(models.oracle_model())
+    # What an nbgrader process forked from here needs: the app and the judge.
+    import nbgrader.apps.nbgraderapp  # noqa: F401
+
+    from course.grading import judge  # noqa: F401
 
 
-def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
-    """In the forked child: take the proxy's streams, cwd and env, run ipykernel."""
+def _take_over(conn: socket.socket, request: dict, fds: list[int], last=None) -> None:
+    """In the forked child: the proxy's streams, cwd and env; exit with the proxy
+    (after calling ``last``, if given)."""
     os.setsid()  # its own process group: killpg from student code reaches only it
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -73,6 +78,39 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+
+    def exit_with_proxy() -> None:
+        conn.recv(1)  # returns when the proxy is gone, however it ended
+        if last is not None:
+            last()
+        os._exit(1)
+
+    threading.Thread(target=exit_with_proxy, daemon=True).start()
+
+
+def _become_nbgrader(conn: socket.socket, request: dict, fds: list[int]) -> None:
+    """In the forked child: run ``nbgrader ARGV`` with everything already imported."""
+
+    def last() -> None:  # stopped from outside: its kernels, and all they started
+        contain.close_all()
+        os.killpg(0, signal.SIGKILL)
+
+    _take_over(conn, request, fds, last)
+    from nbgrader.apps.nbgraderapp import NbGraderApp
+
+    code = 0
+    try:
+        NbGraderApp.launch_instance(argv=list(request["argv"]))
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
+    """In the forked child: take the proxy's streams, cwd and env, run ipykernel."""
+    _take_over(conn, request, fds)
     contain.enter_box(request["env"])
     sys.path[0] = request["cwd"]
     if request.get("memory"):
@@ -84,12 +122,6 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
     torch.seed()  # fresh, unpredictable seeds, as a new process has
     random.seed()
     numpy.random.seed()
-
-    def exit_with_proxy() -> None:
-        conn.recv(1)  # returns when the proxy is gone, however it ended
-        os._exit(1)
-
-    threading.Thread(target=exit_with_proxy, daemon=True).start()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from ipykernel.kernelapp import IPKernelApp
 
@@ -116,6 +148,8 @@ def serve(path: str) -> None:
         if pid == 0:
             server.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            if request.get("nbgrader"):
+                _become_nbgrader(conn, request, fds)
             _become_kernel(conn, request, fds)
         for fd in fds:
             os.close(fd)
@@ -131,21 +165,26 @@ def _reap() -> None:
         pass
 
 
-def proxy(argv: list[str]) -> None:
-    """The kernel command: have the zygote fork a kernel, or become one."""
+def proxy(argv: list[str], nbgrader: bool = False) -> None:
+    """The kernel command (or, with ``nbgrader``, ``nbgrader ARGV``): have the
+    zygote fork the process, or become it."""
     path = os.environ.get(SOCKET_ENV)
     memory = os.environ.get(MEMORY_ENV)
-    contain.enter_box(os.environ)
+    if not nbgrader:
+        contain.enter_box(os.environ)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(path or "")
     except OSError:
-        if memory:
+        if memory and not nbgrader:
             resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
-        cmd = [sys.executable, "-m", "ipykernel_launcher", *argv]
-        os.execv(sys.executable, cmd)
-    env = {k: v for k, v in os.environ.items() if k != SOCKET_ENV}
+        program = "nbgrader" if nbgrader else "ipykernel_launcher"
+        os.execv(sys.executable, [sys.executable, "-m", program, *argv])
+    env = dict(os.environ)
+    if not nbgrader:  # a kernel forks nothing from the zygote; nbgrader's kernels do
+        env.pop(SOCKET_ENV)
     request = {"argv": argv, "cwd": os.getcwd(), "env": env, "memory": memory}
+    request["nbgrader"] = nbgrader
     socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
     pid = int(conn.recv(32))
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -212,5 +251,7 @@ def stop(zygote: subprocess.Popen) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         serve(sys.argv[2])
+    elif sys.argv[1:2] == ["--nbgrader"]:
+        proxy(sys.argv[2:], nbgrader=True)
     else:
         proxy(sys.argv[1:])
