@@ -27,7 +27,7 @@ browser:  ## Install Debian's Chromium for the browser tests (needs root or sudo
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 test: setup browser lint  ## Set up and run every test
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
 
 lint: setup  ## ruff: lint and format check (no changes)
 	$(BIN)/ruff check .

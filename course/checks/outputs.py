@@ -79,10 +79,11 @@ def encode_random(fn, seed: int) -> None:
     """Random batches and lengths."""
     rng = random.Random(seed)
     tok = models.load_tokenizer()
-    for _ in range(5):
-        _expect_batch(
-            fn, tok, _random_texts(rng, rng.randint(1, 4)), rng.randint(4, 20)
-        )
+    for i in range(5):  # every other batch holds a text longer than max_length
+        texts = _random_texts(rng, rng.randint(1, 4))
+        if i % 2 == 0:
+            texts.append(" ".join(rng.choices(WORDS, k=14)))
+        _expect_batch(fn, tok, texts, rng.randint(4, 12) if i % 2 == 0 else 20)
 
 
 def _true_shapes(model, B: int, T: int) -> dict:

@@ -272,8 +272,9 @@ def permutation_check_random(fn, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
     for i in range(3):
         heads = rng.choice([1, 2, 4])
-        layer, T = _bert_layer(seed + i, heads), rng.randint(3, 9)
-        hidden = torch.randn(rng.randint(1, 3), T, heads * 8, generator=g) * 3
+        # 12+ tokens: reordering them changes float sums, so exact equality fails
+        layer, T = _bert_layer(seed + i, heads), rng.randint(12, 20)
+        hidden = torch.randn(rng.randint(1, 3), T, heads * 8, generator=g) * 0.5
         perm = torch.randperm(T, generator=g)
         while equal(perm, torch.arange(T)):
             perm = torch.randperm(T, generator=g)

@@ -74,9 +74,12 @@ def softmax_random(fn, seed: int) -> None:
     """Other shapes and other dims, float32 and float64, big and small scores."""
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
-    for i in range(6):  # each scale twice: large scores always among them
-        shape = [rng.randint(1, 5) for _ in range(rng.randint(1, 4))]
-        dim = rng.randrange(-len(shape), len(shape))
+    for i in range(6):  # each scale twice; every other draw: a matrix over dim -1
+        if i % 2 == 0:
+            shape, dim = [rng.randint(2, 5) for _ in range(rng.randint(2, 4))], -1
+        else:
+            shape = [rng.randint(1, 5) for _ in range(rng.randint(1, 4))]
+            dim = rng.randrange(-len(shape), len(shape))
         x = torch.randn(*shape, generator=gen) * (1.0, 30.0, 3e4)[i % 3]
         _expect_softmax(fn, x if rng.random() < 0.5 else x.double(), dim)
 

@@ -191,6 +191,13 @@ class GuardedExecute(Execute):
                 f"this cell ran longer than {self.timeout} s and did not stop "
                 "when interrupted",
             )
+        except Exception as err:  # noqa: BLE001 - e.g. garbled replies from a starved kernel
+            self._fault(
+                cell,
+                KERNEL_DIED,
+                f"the kernel broke while running this cell ({type(err).__name__}; "
+                "out of processes or threads?)",
+            )
         else:
             if not is_test_cell(cell):
                 self._ran.append(cell.source)
