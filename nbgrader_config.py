@@ -51,3 +51,9 @@ c.GenerateFeedback.preprocessors = [
     "course.grading.feedback.RedactTestCells",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+
+# nbgrader 0.9 applies only its own feedback steps; the HTML exporter applies these.
+c.HTMLExporter.preprocessors = [
+    "course.grading.feedback.ScrubHiddenTests",
+    "course.grading.feedback.RedactTestCells",
+]

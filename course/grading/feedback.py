@@ -25,9 +25,15 @@ def _is_test(cell) -> bool:
     )
 
 
+QUOTES = re.compile(r"HIDDEN TESTS|seed=\d|\bcheck\.\w+\(")  # whatever the order
+
+
 def _scrub(text: str, secrets: set[str]) -> str:
     lines = text.split("\n")
-    return "\n".join(REMOVED if any(s in ln for s in secrets) else ln for ln in lines)
+    return "\n".join(
+        REMOVED if QUOTES.search(ln) or any(s in ln for s in secrets) else ln
+        for ln in lines
+    )
 
 
 class ScrubHiddenTests(Preprocessor):
@@ -43,9 +49,6 @@ class ScrubHiddenTests(Preprocessor):
             if len(line.strip()) > 8
         }
         secrets |= set(re.findall(r"seed=\d+", " ".join(secrets)))
-        if not secrets:
-            return nb, resources
-        secrets |= {"### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"}
         for cell in nb.cells:
             for output in cell.get("outputs", []):
                 if "text" in output:
