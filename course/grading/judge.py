@@ -37,9 +37,9 @@ from traitlets import Bool
 
 from ..checks import CheckFailed, evidence
 from .execute import DEAF, KERNEL_DIED, NOT_RUN, error_output, is_test_cell
+from .feedback import HIDDEN
 from .shortcuts import shortcut_verdicts
 
-HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
 GRADER_FAULTS = {KERNEL_DIED, DEAF, NOT_RUN}
 UNREPLAYABLE = "GradingError"
 
@@ -120,12 +120,15 @@ def _argument(node: ast.AST):
     return ast.literal_eval(node)
 
 
+def _is_evidence(out: dict) -> bool:
+    return out.get("output_type") in ("display_data", "execute_result") and (
+        evidence.MIME in out.get("data", {})
+    )
+
+
 def _records(cell: NotebookNode) -> list[dict]:
     return [
-        out["data"][evidence.MIME]
-        for out in cell.get("outputs", [])
-        if out.get("output_type") in ("display_data", "execute_result")
-        and evidence.MIME in out.get("data", {})
+        o["data"][evidence.MIME] for o in cell.get("outputs", []) if _is_evidence(o)
     ]
 
 
@@ -191,9 +194,7 @@ class JudgeEvidence(NbGraderPreprocessor):
             if cell.cell_type != "code":
                 continue
             if not is_test_cell(cell):  # evidence from given cells is not needed
-                cell.outputs = [
-                    o for o in cell.outputs if not _records({"outputs": [o]})
-                ]
+                cell.outputs = [o for o in cell.outputs if not _is_evidence(o)]
                 continue
             grade_id = cell.metadata.nbgrader.get("grade_id", "")
             if grade_id in shortcuts:
