@@ -97,9 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="fail if any .ipynb is stale"
     )
+    parser.add_argument("--root", type=Path, default=ROOT, help="the course folder")
     args = parser.parse_args(argv)
     stale = []
-    for py in sources():
+    for py in sources(args.root):
         target = py.with_suffix(".ipynb")
         text = notebook_text(build(py))
         if target.exists() and target.read_text("utf-8") == text:
@@ -107,10 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         stale.append(target)
         if not args.check:
             target.write_text(text, "utf-8")
-            print(f"built {target.relative_to(ROOT)}")
+            print(f"built {target.relative_to(args.root)}")
     if args.check and stale:
         print(
-            "stale (run `make notebooks`):", *[str(p.relative_to(ROOT)) for p in stale]
+            "stale (run `make notebooks`):",
+            *[str(p.relative_to(args.root)) for p in stale],
         )
         return 1
     return 0

@@ -1,14 +1,20 @@
 """``python -m course``: the course's commands for students and instructors.
 
-=========  ==============================================================
-lab        copy release/ into mywork/ (never overwriting) and open JupyterLab
-release    regenerate release/ from source/ (all or named assignments)
-grade      autograde submitted/ in parallel; each submission graded,
-           flagged or failed with a reason
-feedback   per-student HTML feedback (verdicts, no hidden test code)
-report     class report: grades.csv, PNG plots, report.html
-check      grade your own notebook against the full tests, hidden ones too
-=========  ==============================================================
+Every command works on the course folder named by --root (default: the
+current folder), so a course installed read-only with pip works from its folder.
+
+students:
+  lab        copy release/ into mywork/ (never overwriting), open JupyterLab
+  check      grade your own notebook against all the tests, hidden ones too
+
+instructors:
+  release    rebuild source/ notebooks, regenerate release/
+  grade      autograde submitted/ on dask (this machine, or --scheduler);
+             each submission ends graded, flagged or failed with a reason
+  feedback   per-student HTML feedback (verdicts, no hidden test code)
+  report     class report: grades.csv, PNG plots, report.html
+
+`python -m course COMMAND --help` tells more of each.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from . import grading
 
 def cmd_lab(args) -> int:
     """Copy each released assignment into ``mywork/`` and start JupyterLab there."""
-    work = grading.ROOT / "mywork"
-    for name in grading.assignments():
-        src, dest = grading.ROOT / "release" / name, work / name
+    root = Path(args.root).resolve()
+    work = root / "mywork"
+    for name in grading.assignments(root):
+        src, dest = root / "release" / name, work / name
         if src.is_dir() and not dest.exists():
             shutil.copytree(src, dest)
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={work}"]
@@ -42,9 +49,10 @@ def cmd_release(args) -> int:
     """Rebuild source notebooks, then regenerate ``release/`` (generate_assignment)."""
     from . import authoring
 
-    authoring.main([])
-    names = args.assignments or grading.assignments()
-    grading.release(names)
+    root = Path(args.root).resolve()
+    authoring.main(["--root", str(root)])
+    names = args.assignments or grading.assignments(root)
+    grading.release(names, root)
     for name in names:
         print(f"released {name}")
     return 0
@@ -77,8 +85,8 @@ def _import_folder(root: Path, assignment: str, folder: Path) -> int:
 
 
 def cmd_grade(args) -> int:
-    """Autograde every submission in parallel and print what happened to each."""
-    from .grading import batch
+    """Autograde every submission on dask and print what happened to each."""
+    from .grading import batch, engine, gradebook
 
     root = Path(args.root).resolve()
     names = args.assignments or [
@@ -88,21 +96,36 @@ def cmd_grade(args) -> int:
         if len(names) != 1:
             print("--from needs exactly one assignment name.")
             return 2
-        print(
-            f"imported {_import_folder(root, names[0], Path(args.from_folder))} submissions"
+        count = _import_folder(root, names[0], Path(args.from_folder))
+        print(f"imported {count} submissions")
+    try:  # the gradebook is set up before any worker starts
+        plan = batch.plan(
+            root=root,
+            assignments=names,
+            db_url=gradebook.url(root, args.db),
+            force=args.force,
         )
-    results = []
-    with batch.kernels(warm=not args.cold, progress=print) as env:
-        for name in names:
-            results += batch.grade(
-                root,
-                name,
-                workers=args.workers,
-                force=args.force,
-                timeout=args.timeout,
-                cell_timeout=args.cell_timeout,
-                env=env,
-            )
+    except gradebook.NotReleased as err:
+        print(err)
+        return 2
+    for name in plan.registered:
+        print(f"{name} was not in the gradebook: registered it from source/{name}")
+    where = args.scheduler or args.scheduler_file or "a dask cluster on this machine"
+    print(f"grading {len(plan.todo)} submissions of {', '.join(names)} on {where}")
+    with engine.cluster(
+        scheduler=args.scheduler,
+        scheduler_file=args.scheduler_file,
+        workers=args.workers,
+        warm=not args.cold,
+    ) as client:
+        results = batch.grade(
+            plan,
+            client=client,
+            timeout=args.timeout,
+            cell_timeout=args.cell_timeout,
+            fixed_seeds=args.fixed_seeds,
+            ship_files=args.ship_files,
+        )
     print(batch.summary(results))
     print(f"every submission: {batch.write_log(results, root / 'reports')}")
     return 1 if any(r.status == batch.FAILED for r in results) else 0
@@ -110,10 +133,13 @@ def cmd_grade(args) -> int:
 
 def cmd_feedback(args) -> int:
     """Generate feedback HTML with nbgrader (hidden tests and tracebacks removed)."""
+    from .grading import gradebook
+
     root = Path(args.root).resolve()
+    db = f"--CourseDirectory.db_url={gradebook.url(root, args.db)}"
     for name in args.assignments or grading.assignments(root):
         if (root / "autograded").is_dir():
-            grading.nbgrader("generate_feedback", name, "--force", root=root)
+            grading.nbgrader("generate_feedback", name, "--force", db, root=root)
             print(f"feedback for {name} in {root / 'feedback'}")
     return 0
 
@@ -123,9 +149,8 @@ def cmd_report(args) -> int:
     from .grading import report
 
     root = Path(args.root).resolve()
-    page = report.build(
-        root, args.assignments or grading.assignments(root), root / "reports"
-    )
+    names = args.assignments or grading.assignments(root)
+    page = report.build(root, names, root / "reports", args.db)
     print(f"report: {page}")
     return 0
 
@@ -134,55 +159,76 @@ def cmd_check(args) -> int:
     """Grade one notebook against the full tests and print points and messages."""
     from .grading import selfcheck
 
-    return selfcheck.run(Path(args.notebook), assignment=args.assignment)
+    course = Path(args.root).resolve()
+    return selfcheck.run(Path(args.notebook), assignment=args.assignment, course=course)
+
+
+def _grade_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, help="embedded cluster: worker processes "
+                   "(default: one per core)")  # fmt: skip
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="grade on this dask scheduler's workers")  # fmt: skip
+    p.add_argument("--scheduler-file", help="... or the scheduler in this file")
+    p.add_argument("--ship-files", action="store_true",
+                   help="workers have no shared file system: send each submission "
+                   "as bytes, receive the graded notebook as bytes")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="regrade graded submissions")
+    p.add_argument("--from", dest="from_folder",
+                   help="first import a folder of <student>.ipynb or .zip")  # fmt: skip
+    p.add_argument("--timeout", type=float, default=1800,
+                   help="seconds per submission (default: 1800)")  # fmt: skip
+    p.add_argument("--cell-timeout", type=int, default=120,
+                   help="seconds per cell (default: 120)")  # fmt: skip
+    p.add_argument("--cold", action="store_true",
+                   help="start every kernel from scratch (no warm kernels)")  # fmt: skip
+    p.add_argument("--fixed-seeds", action="store_true",
+                   help="hidden tests use the seeds in source/ (to reproduce a grade)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m course", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    lab = sub.add_parser("lab", help=cmd_lab.__doc__)
-    lab.add_argument("extra", nargs=argparse.REMAINDER, help="passed to jupyter lab")
-    lab.set_defaults(func=cmd_lab)
-    rel = sub.add_parser("release", help=cmd_release.__doc__)
-    rel.add_argument("assignments", nargs="*")
-    rel.set_defaults(func=cmd_release)
-    for name, func in (
-        ("grade", cmd_grade),
-        ("feedback", cmd_feedback),
-        ("report", cmd_report),
-    ):
-        p = sub.add_parser(name, help=func.__doc__)
-        p.add_argument("assignments", nargs="*")
-        p.add_argument("--root", default=".", help="the course folder (default: here)")
+    """The ``course`` command line: one sub-command per task, each with --root."""
+    parser = argparse.ArgumentParser(
+        prog="course",
+        description=__doc__.split("\n", 1)[1].replace("``", ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = {
+        "lab": cmd_lab,
+        "check": cmd_check,
+        "release": cmd_release,
+        "grade": cmd_grade,
+        "feedback": cmd_feedback,
+        "report": cmd_report,
+    }
+    parsers = {}
+    for name, func in commands.items():  # listed, with their roles, in __doc__
+        p = sub.add_parser(name, description=func.__doc__.replace("``", ""))
         p.set_defaults(func=func)
-        if name == "grade":
+        parsers[name] = p
+        p.add_argument(
+            "--root", default=".", help="the course folder (default: the current one)"
+        )
+        if name in ("grade", "feedback", "report"):
             p.add_argument(
-                "--workers", type=int, default=None, help="default: number of cores"
+                "--db",
+                metavar="URL",
+                help="the gradebook's SQLAlchemy URL, e.g. postgresql+psycopg://"
+                "USER@HOST/DB (default: sqlite, gradebook.db in the course folder)",
             )
-            p.add_argument(
-                "--force", action="store_true", help="regrade graded submissions"
-            )
-            p.add_argument(
-                "--from", dest="from_folder", help="folder of <student>.ipynb or .zip"
-            )
-            p.add_argument(
-                "--timeout", type=float, default=1800, help="seconds per submission"
-            )
-            p.add_argument(
-                "--cell-timeout", type=int, default=120, help="seconds per cell"
-            )
-            p.add_argument(
-                "--cold",
-                action="store_true",
-                help="start every kernel from scratch (no warm, forked kernels)",
-            )
-    chk = sub.add_parser("check", help=cmd_check.__doc__)
-    chk.add_argument(
+        if name in ("release", "grade", "feedback", "report"):
+            p.add_argument("assignments", nargs="*", help="default: all")
+    _grade_options(parsers["grade"])
+    parsers["lab"].add_argument(
+        "extra", nargs=argparse.REMAINDER, help="passed to jupyter lab"
+    )
+    parsers["check"].add_argument(
         "notebook",
         help="your notebook, e.g. mywork/03_head_slicing/03_head_slicing.ipynb",
     )
-    chk.add_argument("--assignment", help="default: the notebook's file name")
-    chk.set_defaults(func=cmd_check)
+    parsers["check"].add_argument(
+        "--assignment", help="default: the notebook's file name"
+    )
     return parser
 
 

@@ -65,19 +65,13 @@ def notebook_path(
 
 
 def cell_scores(
-    root: Path, assignment: str
+    root: Path, assignment: str, db_url: str | None = None
 ) -> dict[str, dict[str, tuple[float, float]]]:
-    """``{student: {grade_id: (score, max_score)}}`` from the course's gradebook."""
-    from nbgrader.api import Gradebook
+    """``{student: {grade_id: (score, max_score)}}`` from the course's gradebook
+    (``db_url``, default SQLite in ``root``)."""
+    from . import gradebook
 
-    out: dict[str, dict[str, tuple[float, float]]] = {}
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-        for sub in gb.assignment_submissions(assignment):
-            cells = out.setdefault(sub.student.id, {})
-            for nb in sub.notebooks:
-                for grade in nb.grades:
-                    cells[grade.name] = (grade.score, grade.max_score)
-    return out
+    return gradebook.cell_scores(gradebook.url(root, db_url), assignment)
 
 
 def cell_messages(path: Path) -> dict[str, str]:

@@ -8,30 +8,23 @@ Every submission ends in one of three states, never a silent zero:
 * ``failed`` — not graded, with the reason (no notebook, not valid JSON, the kernel
   died or ignored the interrupt, the whole run took too long).
 
-Submissions are dealt to worker shards; each shard is one ``nbgrader autograde``
-process over its students, every notebook in a fresh kernel, so a submission that
-crashes its kernel cannot touch another's. Workers share the gradebook (SQLite with
-a generous lock timeout) and write to different ``autograded/<student>`` folders.
+Each submission is one task on dask.distributed (:mod:`course.grading.engine`):
+one ``nbgrader autograde --student`` in a box of its own, every notebook in a fresh
+kernel, so a submission that crashes its kernel cannot touch another's. Tasks share
+the gradebook (:mod:`course.grading.gradebook`) and write to different
+``autograded/<student>`` folders. Progress counts finished tasks (tqdm).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cell_messages, cell_scores, notebook_path
-from . import warm as warm_kernels
+from tqdm.auto import tqdm
+
+from . import engine, gradebook, notebook_path
+from .engine import Job, Outcome
 from .execute import DEAF, KERNEL_DIED, NOT_RUN
 from .tamper import TAMPERED
 
@@ -81,7 +74,8 @@ def _locked_sources(path: Path) -> dict[str, str]:
 
 def _flags(root: Path, assignment: str, student: str) -> list[str]:
     """Differences between the submission's test cells and the release's."""
-    released = _locked_sources(notebook_path(root, "release", assignment))
+    release = notebook_path(root, "release", assignment)
+    released = _locked_sources(release) if release.exists() else {}
     submitted = _locked_sources(notebook_path(root, "submitted", assignment, student))
     flags = [
         f"test cell {c} was deleted (graded as 0 here)"
@@ -124,213 +118,141 @@ def output_flags(nb: dict) -> list[str]:
     return list(dict.fromkeys(flags))  # once each, in order
 
 
-def _env() -> dict:
-    # nbgrader runs `alembic`/`jupyter` from PATH; one thread per kernel, since the
-    # workers already keep every core busy.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+def _outcome_result(root: Path, job: Job, outcome: Outcome) -> Result:
+    """Graded, flagged or failed, from nbgrader's log and the autograded notebook."""
+    graded = notebook_path(root, "autograded", job.assignment, job.student)
+    if "There was an error processing" in outcome.log or not graded.exists():
+        return Result(
+            job.student, job.assignment, FAILED, [_reason(outcome)], outcome.seconds
+        )
+    flags = _flags(root, job.assignment, job.student)
+    status = FLAGGED if flags else GRADED
+    return Result(job.student, job.assignment, status, flags, outcome.seconds)
 
 
-def _shard(root: Path, assignment: str, students: list[str], k: int, tmp: Path) -> Path:
-    """A course folder for one worker: its students only, everything else shared."""
-    shard = tmp / f"worker{k}"
-    (shard / "submitted").mkdir(parents=True)
-    shutil.copy(root / "nbgrader_config.py", shard / "nbgrader_config.py")
-    for name in ("source", "release"):
-        (shard / name).symlink_to(root / name)
-    (root / "autograded").mkdir(exist_ok=True)
-    (shard / "autograded").symlink_to(root / "autograded")
-    for s in students:
-        (shard / "submitted" / s).symlink_to(root / "submitted" / s)
-    return shard
-
-
-def _run_shard(
-    root, assignment, students, shard, timeout, cell_timeout, tick, env
-) -> dict[str, Result]:
-    """One ``nbgrader autograde`` process over a shard; a Result per student."""
-    start = time.monotonic()
-    db = f"sqlite:///{root / 'gradebook.db'}?timeout=300"
-    # With a zygote, nbgrader itself is forked from it, torch and the judge loaded.
-    program = ["course.grading.warm", "--nbgrader"]
-    cmd = [
-        sys.executable,
-        "-m",
-        *(program if warm_kernels.SOCKET_ENV in env else ["nbgrader"]),
-        "autograde",
-        assignment,
-        "--force",
-        f"--CourseDirectory.root={shard}",
-        f"--CourseDirectory.db_url={db}",
-        f"--Execute.timeout={cell_timeout}",
-        f"--GuardedExecute.notebook_timeout={timeout}",  # a budget per submission
-    ]
-    if warm_kernels.SOCKET_ENV in env:
-        cmd.append(f"--Execute.kernel_name={warm_kernels.KERNEL}")
-    proc = subprocess.Popen(
-        cmd,
-        cwd=shard,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    logs = {s: [] for s in students}
-    seconds = dict.fromkeys(students, 0.0)
-    current, since = None, start
-    # Each notebook stops itself at ``timeout``; this only guards against nbgrader.
-    deadline = start + (timeout + 60) * len(students)
-    for line in proc.stdout:
-        for s in students:
-            if (
-                f"/submitted/{s}/" in line
-                or f"/autograded/{s}/" in line
-                or f"student '{s}'" in line
-            ):
-                if current != s:
-                    now = time.monotonic()
-                    if current is not None:
-                        seconds[current] += now - since
-                        tick()
-                    current, since = s, now
-        if current:
-            logs[current].append(line)
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
-    proc.wait()
-    if current:
-        seconds[current] += time.monotonic() - since
-        tick()
-    out = {}
-    for s in students:
-        log = "".join(logs[s])
-        graded = notebook_path(root, "autograded", assignment, s)
-        if "There was an error processing" in log or not graded.exists():
-            out[s] = Result(s, assignment, FAILED, [_reason(log)], seconds[s])
-            continue
-        flags = _flags(root, assignment, s)
-        status = FLAGGED if flags else GRADED
-        out[s] = Result(s, assignment, status, flags, seconds[s])
-    return out
-
-
-def _reason(log: str) -> str:
+def _reason(outcome: Outcome) -> str:
+    log = outcome.log
+    if "past the time limit of the submission" in log:
+        return "grading was stopped: the submission took longer than the time limit"
     if "Kernel died" in log or "DeadKernelError" in log:
         return "the kernel died while running the notebook (os._exit, a crash or out of memory)"
     if "Timeout" in log or "timed out" in log:
         return "a cell did not stop when interrupted after the time limit (does it ignore SIGINT?)"
-    if not log:
-        return "grading was stopped: the submission took longer than the time limit"
     lines = [ln for ln in log.splitlines() if "ERROR" in ln or "Error" in ln]
     return "nbgrader could not grade it: " + (
-        lines[-1].strip()[:200] if lines else "see the log"
+        lines[-1].strip()[:200] if lines else f"exit code {outcome.returncode}"
     )
 
 
+KILLED_WORKERS = (
+    "it took down its grading worker twice (a crash of the whole process, or the "
+    "machine out of memory); not graded"
+)
+
+
+@dataclass
+class Plan:
+    """What :func:`grade` will do: the submissions to grade, the Results of those
+    it will not (already graded, or unreadable), and the gradebook they go to."""
+
+    root: Path
+    db_url: str
+    todo: list[tuple[str, str]]  # (assignment, student)
+    results: list[Result]
+    registered: list[str]  # assignments put in the gradebook from source/ just now
+
+
+def plan(*, root: Path, assignments: list[str], db_url: str, force: bool) -> Plan:
+    """Decide what to grade and set the gradebook up for it, before any task runs.
+
+    Raises :class:`course.grading.gradebook.NotReleased` for an assignment that
+    the gradebook does not know and ``source/`` cannot register.
+    """
+    todo, results = [], []
+    for assignment in assignments:
+        for s in submissions(root, assignment):
+            if not force and _up_to_date(root, assignment, s):
+                results.append(Result(s, assignment, GRADED, [SKIPPED]))
+            elif problem := _precheck(root, assignment, s):
+                results.append(Result(s, assignment, FAILED, [problem]))
+            else:
+                todo.append((assignment, s))
+    students: dict[str, list[str]] = {a: [] for a in assignments}
+    for assignment, student in todo:
+        students[assignment].append(student)
+    registered = gradebook.prepare(
+        root=root, db_url=db_url, students_by_assignment=students
+    )
+    return Plan(root, db_url, todo, results, registered)
+
+
 def grade(
-    root: Path,
-    assignment: str,
-    workers: int | None = None,
-    force: bool = False,
+    plan: Plan,
+    *,
+    client,
     timeout: float = 1800,
     cell_timeout: int = 120,
-    progress=print,
-    env: dict | None = None,
+    fixed_seeds: bool = False,
+    ship_files: bool = False,
+    show_progress: bool = True,
 ) -> list[Result]:
-    """Autograde every submission of ``assignment`` under ``root/submitted``.
-
-    The submissions to grade are dealt round-robin to ``workers`` shards; each
-    shard is one ``nbgrader autograde`` process (so its start-up cost is paid once
-    per worker, not once per student) writing to the shared gradebook.
+    """Autograde the plan's submissions, one dask task each; a Result for every
+    submission, the plan's own included.
 
     Parameters
     ----------
-    workers : int, optional
-        Parallel nbgrader processes (default: the number of cores).
-    force : bool
-        Regrade submissions already graded (default: resume, skipping them).
+    plan : Plan
+        From :func:`plan`.
+    client : distributed.Client
+        From :func:`course.grading.engine.cluster`.
     timeout, cell_timeout : float, int
-        Seconds allowed per submission (a shard gets this times its size), per cell.
-    env : dict, optional
-        Environment of the nbgrader processes, from :func:`kernels` (default: cold
-        kernels).
+        Seconds allowed per submission, per cell.
+    fixed_seeds : bool
+        Run hidden tests with the seeds of ``source/`` (to reproduce a grade).
+    ship_files : bool
+        Send each submission to its worker as bytes (workers without the course
+        folder); the autograded notebook comes back as bytes.
+    show_progress : bool
+        A progress bar (tqdm, on stderr): done/total, rate, ETA and the counts.
     """
-    env = env or _env()
-    students = submissions(root, assignment)
-    todo = [s for s in students if force or not _up_to_date(root, assignment, s)]
-    results = [
-        Result(s, assignment, GRADED, [SKIPPED]) for s in students if s not in todo
-    ]
-    for s in list(todo):
-        problem = _precheck(root, assignment, s)
-        if problem:
-            results.append(Result(s, assignment, FAILED, [problem]))
-            todo.remove(s)
-    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-    shards = [todo[k::workers] for k in range(workers) if todo[k::workers]]
-    done, start, lock = [0], time.monotonic(), threading.Lock()
+    from distributed import as_completed
 
-    def tick() -> None:
-        with lock:
-            done[0] += 1
-            elapsed = time.monotonic() - start
-            eta = elapsed / done[0] * (len(todo) - done[0])
-            bar = "#" * (20 * done[0] // max(len(todo), 1))
-            progress(
-                f"\r[{bar:<20}] {done[0]}/{len(todo)} {assignment}  {elapsed:.0f}s elapsed, ETA {eta:.0f}s",
-                end="",
-            )
-
-    with (
-        tempfile.TemporaryDirectory(prefix="course-grade-") as tmp,
-        ThreadPoolExecutor(len(shards) or 1) as pool,
-    ):
-        futures = [
-            pool.submit(
-                _run_shard,
-                root,
-                assignment,
-                shard,
-                _shard(root, assignment, shard, k, Path(tmp)),
-                timeout,
-                cell_timeout,
-                tick,
-                env,
-            )
-            for k, shard in enumerate(shards)
-        ]
-        for future in futures:
-            results += future.result().values()
-    if todo:
-        progress("")
-    return sorted(results, key=lambda r: r.student)
+    root, jobs = plan.root, {}
+    for assignment, student in plan.todo:
+        files = engine.ship(root, assignment, student) if ship_files else None
+        folder = None if ship_files else str(root)  # shipped: the worker never looks
+        job = engine.Job(
+            assignment, student, folder, plan.db_url, timeout, cell_timeout,
+            fixed_seeds, files,
+        )  # fmt: skip
+        key = f"grade-{assignment}-{student}"
+        jobs[client.submit(engine.grade_submission, job, key=key, pure=False)] = job
+    results = list(plan.results)
+    counts = dict.fromkeys((GRADED, FLAGGED, FAILED), 0)
+    bar = tqdm(total=len(jobs), unit="nb", desc="grading", disable=not show_progress)
+    with bar:
+        for future in as_completed(jobs):
+            result = _collect(root, jobs[future], future)
+            counts[result.status] += 1
+            results.append(result)
+            bar.set_postfix(counts, refresh=False)
+            bar.update()
+    return sorted(results, key=lambda r: (r.assignment, r.student))
 
 
-@contextlib.contextmanager
-def kernels(warm: bool = True, progress=print):
-    """The nbgrader processes' environment, with a zygote for warm kernels if asked.
+def _collect(root: Path, job: Job, future) -> Result:
+    from distributed import KilledWorker
 
-    Yields the env to pass to :func:`grade`. With ``warm``, one process imports
-    torch, transformers and the course and loads the model, and every grading
-    kernel is forked from it (:mod:`course.grading.warm`); if it cannot start,
-    grading goes on with ordinary kernels and says so.
-    """
-    env = _env()
-    if not warm:
-        yield env
-        return
-    with tempfile.TemporaryDirectory(prefix="course-warm-") as tmp:
-        zygote, warm_env = warm_kernels.start(Path(tmp), env)
-        try:
-            if warm_kernels.wait_ready(zygote, warm_env):
-                yield warm_env
-            else:
-                progress("warm kernels did not start; grading with ordinary kernels")
-                yield env
-        finally:
-            warm_kernels.stop(zygote)
+    try:
+        outcome = future.result()
+    except KilledWorker:
+        return Result(job.student, job.assignment, FAILED, [KILLED_WORKERS])
+    except Exception as err:  # the task itself broke: say so, grade the rest
+        reason = f"the grading task failed: {err.__class__.__name__}: {err}"
+        return Result(job.student, job.assignment, FAILED, [reason[:300]])
+    if job.files is not None:
+        engine.land(root, job, outcome)
+    return _outcome_result(root, job, outcome)
 
 
 def _up_to_date(root: Path, assignment: str, student: str) -> bool:
@@ -373,21 +295,3 @@ def write_log(results: list[Result], folder: Path) -> Path:
             row = [r.student, r.assignment, r.status, f"{r.seconds:.1f}"]
             out.writerow(row + ["; ".join(r.reasons)])
     return path
-
-
-def scores_table(
-    root: Path, assignment: str
-) -> dict[str, dict[str, tuple[float, float]]]:
-    """Per student and test cell ``(score, max)`` (see :func:`course.grading.cell_scores`)."""
-    return cell_scores(root, assignment)
-
-
-def messages_table(
-    root: Path, assignment: str, students: list[str]
-) -> dict[str, dict[str, str]]:
-    """Per student the verdict of each failing cell of the autograded notebook."""
-    out = {}
-    for s in students:
-        path = notebook_path(root, "autograded", assignment, s)
-        out[s] = cell_messages(path) if path.exists() else {}
-    return out

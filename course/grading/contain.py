@@ -16,6 +16,11 @@ a *box*, made by :func:`open_box` before the kernel starts and emptied by
 
 :func:`enter_box` is what the kernel side calls on itself (the warm-kernel proxy
 or the forked kernel): join the cgroup and, as root, leave the network.
+
+A grading *task* (one submission, :mod:`course.grading.engine`) gets a box too,
+named after its worker's pid: nbgrader runs in it, and every kernel box opened
+while it runs is made inside it, so closing the task's box ends everything the
+submission started, and :func:`sweep_orphans` can end what a dead worker left.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 
 BOX_ENV = "COURSE_KERNEL_BOX"  # the box's id (and its cgroup's folder, if any)
 CGROUP_ENV = "COURSE_KERNEL_CGROUP"
+TASK_CGROUP_ENV = "COURSE_TASK_CGROUP"  # kernel boxes are made inside this one
 NO_NET_ENV = "COURSE_KERNEL_NO_NETWORK"
 CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 CLONE_NEWNET = 0x40000000
@@ -59,12 +65,18 @@ _ROOT: Path | bool | None = None
 _open: dict[str, dict] = {}  # boxes this process made and has not closed yet
 
 
-def open_box(max_processes: int = 64) -> dict[str, str]:
-    """Make a box; return the environment variables that put a kernel in it."""
-    box = f"course-{uuid.uuid4().hex[:12]}"
+def open_box(max_processes: int | str = 64, prefix: str = "course") -> dict[str, str]:
+    """Make a box; return the environment variables that put a kernel in it.
+
+    Inside a task's box (``COURSE_TASK_CGROUP`` set) the cgroup is made in it.
+    """
+    box = f"{prefix}-{uuid.uuid4().hex[:12]}"
     env = {BOX_ENV: box}
     _open[box] = env
     root = _cgroup_root()
+    parent = os.environ.get(TASK_CGROUP_ENV)
+    if parent and Path(parent).is_dir():
+        root = Path(parent)
     if root is not None:
         path = root / box
         try:
@@ -76,14 +88,58 @@ def open_box(max_processes: int = 64) -> dict[str, str]:
     return env
 
 
-def enter_box(env: dict | os._Environ = os.environ, max_processes: int = 64) -> None:
-    """Put the calling process (and so all it starts) into the box named in ``env``."""
-    path = env.get(CGROUP_ENV)
+def open_task_box() -> dict[str, str]:
+    """A box for one grading task, named after this (worker) process's pid.
+
+    Returns the environment for the task's nbgrader process: it joins the box
+    (:func:`enter_box`) and makes its kernels' boxes inside it.
+    """
+    env = open_box("max", prefix=f"course-task-{os.getpid()}")
+    if CGROUP_ENV in env:
+        env[TASK_CGROUP_ENV] = env[CGROUP_ENV]
+    return env
+
+
+def sweep_orphans() -> int:
+    """Close the task boxes of workers that died; return how many processes died.
+
+    A worker killed mid-task cannot close its task's box; the next worker started
+    on the machine calls this.
+    """
+    root, killed = _cgroup_root(), 0
+    for path in root.glob("course-task-*") if root else []:
+        if not _alive(int(path.name.split("-")[2])):
+            killed += close_box({BOX_ENV: path.name, CGROUP_ENV: str(path)})
+    return killed
+
+
+def _alive(pid: int) -> bool:
+    """Running: neither gone nor a zombie its parent has not reaped yet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def join_task_box(env: dict | os._Environ = os.environ) -> None:
+    """Put the calling process (a task's nbgrader) into its task's cgroup, if any."""
+    _join(env.get(TASK_CGROUP_ENV))
+
+
+def _join(path: str | None) -> None:
     if path:
         try:
             Path(path, "cgroup.procs").write_text(str(os.getpid()))
         except OSError:
             pass
+
+
+def enter_box(env: dict | os._Environ = os.environ, max_processes: int = 64) -> None:
+    """Put the calling process (and so all it starts) into the box named in ``env``."""
+    path = env.get(CGROUP_ENV)
+    if path:
+        _join(path)
     elif os.geteuid() != 0:
         resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
     if env.get(NO_NET_ENV) == "1" and os.geteuid() == 0:
@@ -95,11 +151,15 @@ def _members(env: dict) -> set[int]:
     """Processes in the box: the cgroup's, or those carrying its marker."""
     path = env.get(CGROUP_ENV)
     if path:
-        try:
-            text = Path(path, "cgroup.procs").read_text()
-            return {int(p) for p in text.split()}
-        except OSError:
-            return set()
+        found = set()
+        for folder, _, _ in os.walk(path):  # the box and the boxes made inside it
+            try:
+                found |= {
+                    int(p) for p in Path(folder, "cgroup.procs").read_text().split()
+                }
+            except OSError:
+                continue
+        return found
     marker = f"{BOX_ENV}={env[BOX_ENV]}".encode()
     found = set()
     for entry in Path("/proc").iterdir():
@@ -154,16 +214,22 @@ def close_box(env: dict, kernel_pid: int | None = None, seconds: float = 5) -> i
         time.sleep(0.02)
     path = env.get(CGROUP_ENV)
     if path:
-        for _ in range(100):
-            try:
-                os.rmdir(path)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:  # zombies not yet reaped by their parent
-                _reap(killed)
-                time.sleep(0.05)
+        inner = [folder for folder, _, _ in os.walk(path, topdown=False)]
+        for folder in inner:  # the boxes inside first
+            _remove(folder, killed)
     return len(killed)
+
+
+def _remove(folder: str, killed: set[int]) -> None:
+    for _ in range(100):
+        try:
+            os.rmdir(folder)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:  # zombies not yet reaped by their parent
+            _reap(killed)
+            time.sleep(0.05)
 
 
 def _reap(pids: set[int]) -> None:
@@ -173,6 +239,16 @@ def _reap(pids: set[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             pass
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL the calling process when its parent dies (Linux).
+
+    For ``preexec_fn``: a worker killed with SIGKILL takes its zygote and its
+    task's nbgrader with it.
+    """
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def close_all() -> None:

@@ -47,12 +47,15 @@ def _plot_cells(rates: dict[str, float], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def build(root: Path, assignments: list[str], out: Path) -> Path:
-    """Write grades.csv, the plots and report.html into ``out``; return the page."""
+def build(
+    root: Path, assignments: list[str], out: Path, db_url: str | None = None
+) -> Path:
+    """Write grades.csv, the plots and report.html into ``out``; return the page
+    (scores from the gradebook at ``db_url``, default SQLite in ``root``)."""
     out.mkdir(parents=True, exist_ok=True)
     rows, sections = [], []
     for a in assignments:
-        scores = cell_scores(root, a)
+        scores = cell_scores(root, a, db_url)
         if not scores:
             continue
         tests = sorted(

@@ -12,13 +12,24 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import cell_messages, cell_scores, make_course, nbgrader, notebook_path, release
+from . import (
+    ROOT,
+    cell_messages,
+    cell_scores,
+    make_course,
+    nbgrader,
+    notebook_path,
+    release,
+)
 
 
-def grade_one(notebook: Path, assignment: str) -> tuple[dict, dict]:
-    """Autograde ``notebook`` as ``assignment``: ``(scores, messages)`` per cell."""
+def grade_one(
+    notebook: Path, assignment: str, course: Path = ROOT
+) -> tuple[dict, dict]:
+    """Autograde ``notebook`` as ``assignment`` of the course in ``course``:
+    ``(scores, messages)`` per cell."""
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
-        root = make_course(Path(tmp))
+        root = make_course(Path(tmp), course)
         release([assignment], root)
         dest = notebook_path(root, "submitted", assignment, "me")
         dest.parent.mkdir(parents=True)
@@ -46,13 +57,16 @@ def report(scores: dict, messages: dict) -> str:
     return "\n".join(lines)
 
 
-def run(notebook: Path, assignment: str | None = None) -> int:
+def run(notebook: Path, assignment: str | None = None, course: Path = ROOT) -> int:
     """Grade, print the report; exit status 0 when every autograded point is earned."""
     if not notebook.exists():
         print(f"No notebook at {notebook}.")
         return 2
     assignment = assignment or notebook.stem
-    scores, messages = grade_one(notebook, assignment)
+    if not (course / "source" / assignment).is_dir():
+        print(f"No assignment {assignment} in {course / 'source'} (see --root).")
+        return 2
+    scores, messages = grade_one(notebook, assignment, course)
     print(report(scores, messages))
     lost = any(s != m for c, (s, m) in scores.items() if c.startswith("test_"))
     return 1 if lost else 0

@@ -96,6 +96,7 @@ def _become_nbgrader(conn: socket.socket, request: dict, fds: list[int]) -> None
         os.killpg(0, signal.SIGKILL)
 
     _take_over(conn, request, fds, last)
+    contain.join_task_box(request["env"])
     from nbgrader.apps.nbgraderapp import NbGraderApp
 
     code = 0
@@ -226,6 +227,7 @@ def start(tmp: Path, env: dict) -> tuple[subprocess.Popen, dict]:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=contain.die_with_parent,
         )
     paths = [str(tmp), env.get("JUPYTER_PATH", "")]
     warm_env = {**env, SOCKET_ENV: path, "JUPYTER_PATH": os.pathsep.join(paths)}

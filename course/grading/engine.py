@@ -1,0 +1,277 @@
+"""Grade a class on dask.distributed: each submission (student, assignment) is one
+task.
+
+* **Where.** By default an embedded ``LocalCluster`` on 127.0.0.1: one worker
+  process per core, one thread each. ``scheduler`` (``tcp://HOST:PORT``) or
+  ``scheduler_file`` grades on a cluster that already runs (SLURM through
+  dask-jobqueue, Kubernetes through dask-kubernetes; ``docs/grading-at-scale.md``).
+* **Warm kernels.** :class:`WarmKernels`, a worker plugin, starts a zygote
+  (:mod:`course.grading.warm`) when a worker starts and stops it with the worker.
+* **A task** (:func:`grade_submission`) runs one ``nbgrader autograde ASSIGNMENT
+  --student STUDENT`` in a task box (:func:`course.grading.contain.open_task_box`),
+  under its own time budget, and closes the box after it: no process outlives it.
+  It dies with its worker (``PR_SET_PDEATHSIG``); the next worker on the machine
+  closes the box it left (:func:`course.grading.contain.sweep_orphans`).
+* **Files.** On a shared file system the worker reads ``submitted/`` and writes
+  ``autograded/`` itself. With ``ship_files`` the submission travels to the worker
+  as bytes and the autograded notebook comes back as bytes.
+* **Worker deaths.** The scheduler re-runs the task of a worker that died, on
+  another one; nbgrader updates the submission's gradebook rows, so they are never
+  doubled. A task that takes two workers down with it fails with that reason
+  (``allowed_failures`` is 1), and no queued task is blamed with it (each worker
+  holds only the task it runs: ``worker-saturation`` 1.0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from distributed import WorkerPlugin, get_worker
+
+from . import contain
+from . import warm as warm_kernels
+
+PLUGIN = "course-warm-kernels"
+ALLOWED_FAILURES = 1  # a task may lose one worker; the second death fails it
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one task needs: plain data, so that it travels to any worker.
+
+    ``files`` (relative path -> bytes) is set when the worker has no shared file
+    system: ``nbgrader_config.py``, ``source/<a>/`` less notebooks, and the
+    submission's folder.
+    """
+
+    assignment: str
+    student: str
+    root: str | None  # the course folder on a shared file system; None if shipped
+    db_url: str
+    timeout: float
+    cell_timeout: int
+    fixed_seeds: bool = False
+    files: dict[str, bytes] | None = None
+
+
+@dataclass
+class Outcome:
+    """What one task reports: nbgrader's log and exit code, the time it took, the
+    worker that ran it and, with shipped files, the autograded folder's files."""
+
+    log: str
+    returncode: int
+    seconds: float
+    worker: str
+    files: dict[str, bytes] | None = None
+
+
+def base_env() -> dict:
+    """The environment of a task's nbgrader: this interpreter's tools first on
+    PATH (nbgrader runs ``alembic`` and ``jupyter``), one thread per kernel."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+class WarmKernels(WorkerPlugin):
+    """Start a zygote when a worker starts; stop it with the worker.
+
+    Tasks find the environment that makes their kernels warm in ``env``; if the
+    zygote does not start, they run ordinary kernels.
+    """
+
+    name = PLUGIN
+
+    def __init__(self, warm: bool = True):
+        self.warm = warm
+        self.env: dict = {}
+        self._zygote = None
+        self._tmp = None
+
+    async def setup(self, worker) -> None:
+        contain.sweep_orphans()  # what a worker killed before this one left behind
+        self.env = base_env()
+        if not self.warm:
+            return
+        self._tmp = tempfile.mkdtemp(prefix="course-warm-")
+        self._zygote, env = warm_kernels.start(Path(self._tmp), self.env)
+        if await asyncio.to_thread(warm_kernels.wait_ready, self._zygote, env):
+            self.env = env
+
+    def teardown(self, worker) -> None:
+        if self._zygote is not None:
+            warm_kernels.stop(self._zygote)
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def grade_submission(job: Job) -> Outcome:
+    """The task: autograde one submission in its own box, within its budget."""
+    start = time.monotonic()
+    try:
+        worker = get_worker()
+        plugin = worker.plugins.get(PLUGIN)
+        name = worker.address
+    except ValueError:  # called outside a worker (tests, a debugger)
+        plugin, name = None, "local"
+    env = dict(plugin.env) if plugin is not None and plugin.env else base_env()
+    with tempfile.TemporaryDirectory(prefix="course-task-") as scratch:
+        root = _unpack(job, Path(scratch)) if job.files is not None else Path(job.root)
+        log, code = _run_nbgrader(job, root, env)
+        files = None
+        if job.files is not None:
+            files = _pack(root / "autograded" / job.student / job.assignment)
+    return Outcome(log, code, time.monotonic() - start, name, files)
+
+
+def _command(job: Job, root: Path, env: dict) -> list[str]:
+    warm = warm_kernels.SOCKET_ENV in env
+    program = ["course.grading.warm", "--nbgrader"] if warm else ["nbgrader"]
+    cmd = [sys.executable, "-m", *program, "autograde", job.assignment]
+    cmd += [
+        f"--student={job.student}",
+        "--force",
+        f"--CourseDirectory.root={root}",
+        f"--CourseDirectory.db_url={job.db_url}",
+        f"--Execute.timeout={job.cell_timeout}",
+        f"--GuardedExecute.notebook_timeout={job.timeout}",  # the kernel's budget
+    ]
+    if warm:
+        cmd.append(f"--Execute.kernel_name={warm_kernels.KERNEL}")
+    if job.fixed_seeds:
+        cmd.append("--DrawSeeds.enabled=False")
+    return cmd
+
+
+def _run_nbgrader(job: Job, root: Path, env: dict) -> tuple[str, int]:
+    """nbgrader in a task box; the box closed after it, however it ended."""
+    box = contain.open_task_box()
+    env = {**env, **box}
+
+    def child() -> None:
+        contain.die_with_parent()
+        contain.join_task_box(env)
+
+    proc = subprocess.Popen(
+        _command(job, root, env),
+        cwd=root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=child,
+    )
+    try:
+        log, _ = proc.communicate(timeout=job.timeout + 60)  # nbgrader's own slack
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        log, _ = proc.communicate()
+        log += "\ncourse: stopped, past the time limit of the submission\n"
+    finally:
+        contain.close_box(box, proc.pid)
+    return log, proc.returncode
+
+
+def _unpack(job: Job, scratch: Path) -> Path:
+    for rel, data in (job.files or {}).items():
+        path = scratch / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return scratch
+
+
+def _pack(folder: Path) -> dict[str, bytes]:
+    if not folder.is_dir():
+        return {}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def ship(root: Path, assignment: str, student: str) -> dict[str, bytes]:
+    """The files a worker without the course folder needs for one submission."""
+    files = {"nbgrader_config.py": (root / "nbgrader_config.py").read_bytes()}
+    source = root / "source" / assignment
+    for path in sorted(source.rglob("*")):  # files nbgrader copies next to the notebook
+        if path.is_file() and path.suffix != ".ipynb":
+            files[str(path.relative_to(root))] = path.read_bytes()
+    submission = root / "submitted" / student / assignment
+    for path in sorted(submission.rglob("*")):
+        if path.is_file():
+            files[str(path.relative_to(root))] = path.read_bytes()
+    return files
+
+
+def land(root: Path, job: Job, outcome: Outcome) -> None:
+    """Write a shipped task's autograded files into ``root/autograded``."""
+    folder = root / "autograded" / job.student / job.assignment
+    shutil.rmtree(folder, ignore_errors=True)
+    for rel, data in (outcome.files or {}).items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def _tune(dask_scheduler=None) -> None:
+    """On the scheduler: fail a task at its second worker death; a worker holds
+    only the task it runs, so no queued bystander is blamed for a death."""
+    dask_scheduler.allowed_failures = ALLOWED_FAILURES
+    dask_scheduler.WORKER_SATURATION = 1.0
+
+
+@contextlib.contextmanager
+def cluster(
+    *,
+    scheduler: str | None = None,
+    scheduler_file: str | None = None,
+    workers: int | None = None,
+    warm: bool = True,
+):
+    """A dask Client: the cluster named, or an embedded one on this machine.
+
+    Yields the client once every worker has its zygote (or has given up on one).
+    """
+    import dask
+    from distributed import Client, LocalCluster
+
+    settings = {
+        "distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+        "distributed.scheduler.worker-saturation": 1.0,
+    }
+    with dask.config.set(settings), contextlib.ExitStack() as stack:
+        if scheduler or scheduler_file:
+            client = stack.enter_context(
+                Client(scheduler, scheduler_file=scheduler_file)
+            )
+        else:
+            local = LocalCluster(
+                n_workers=workers or os.cpu_count() or 1,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+                memory_limit=0,  # kernels have their own cap
+                silence_logs=40,
+            )
+            stack.enter_context(local)
+            client = stack.enter_context(Client(local))
+        client.run_on_scheduler(_tune)
+        client.register_plugin(WarmKernels(warm=warm), name=PLUGIN)
+        yield client
+        # A worker killed near the end may not have been replaced yet: every worker
+        # closes the task boxes that dead workers on its machine left.
+        client.run(contain.sweep_orphans)

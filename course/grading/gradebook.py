@@ -1,0 +1,116 @@
+"""The gradebook: where it lives, and setting it up once before a class is graded.
+
+SQLite in the course folder is the default. Any SQLAlchemy URL nbgrader accepts
+works too; ``postgresql+psycopg://USER@HOST:PORT/DB`` is what several grading
+machines share. A fresh PostgreSQL database must not see its first writes from
+many processes at once (they race to create the tables and the assignment), so
+:func:`prepare` runs in the coordinator, before any task starts: migrations, the
+assignment (registered from ``source/`` if the gradebook does not know it yet),
+and the students.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+class NotReleased(Exception):
+    """An assignment the gradebook does not know and ``source/`` does not hold."""
+
+
+def url(root: Path, db: str | None = None) -> str:
+    """The gradebook's SQLAlchemy URL: ``db``, or SQLite in ``root``.
+
+    SQLite gets a long lock timeout: several nbgrader processes write to it.
+    """
+    if db:
+        return db
+    return f"sqlite:///{root / 'gradebook.db'}?timeout=300"
+
+
+def _path_env() -> dict:
+    # nbgrader's Gradebook runs the `alembic` CLI from PATH: this interpreter's first.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path}
+
+
+def prepare(
+    *, root: Path, db_url: str, students_by_assignment: dict[str, list[str]]
+) -> list[str]:
+    """Migrate the gradebook, register missing assignments, add the students.
+
+    Returns the names of the assignments it registered. Raises
+    :class:`NotReleased` (one sentence) for one it cannot register.
+    """
+    from nbgrader.api import Gradebook, MissingEntry
+
+    os.environ["PATH"] = _path_env()["PATH"]
+    registered = []
+    with Gradebook(db_url) as gb:
+        known = {a.name for a in gb.assignments}
+    for assignment in students_by_assignment:
+        if assignment in known:
+            continue
+        if not (root / "source" / assignment).is_dir():
+            names = sorted(known | {p.name for p in root.glob("source/*/")})
+            raise NotReleased(
+                f"{assignment} is neither in the gradebook nor in {root}/source/: "
+                f"check the name (this course has {', '.join(names) or 'none'})."
+            )
+        register(root=root, db_url=db_url, assignment=assignment)
+        registered.append(assignment)
+    with Gradebook(db_url) as gb:
+        for students in students_by_assignment.values():
+            for student in students:
+                try:
+                    gb.find_student(student)
+                except MissingEntry:
+                    gb.add_student(student)
+    return registered
+
+
+def register(*, root: Path, db_url: str, assignment: str) -> None:
+    """Put ``assignment``'s notebooks and cells in the gradebook from ``source/``.
+
+    This is ``nbgrader generate_assignment``, writing its student version to a
+    scratch folder: ``release/`` is left as it is.
+    """
+    with tempfile.TemporaryDirectory(prefix="course-register-") as scratch:
+        cmd = [
+            sys.executable,
+            "-m",
+            "nbgrader",
+            "generate_assignment",
+            assignment,
+            "--force",
+            f"--CourseDirectory.root={root}",
+            f"--CourseDirectory.db_url={db_url}",
+            f"--CourseDirectory.release_directory={scratch}",
+        ]
+        proc = subprocess.run(
+            cmd, cwd=root, env=_path_env(), capture_output=True, text=True
+        )
+    if proc.returncode != 0:
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+        raise NotReleased(
+            f"{assignment} could not be registered from source/{assignment} "
+            f"({last[0] if last else 'nbgrader failed'})."
+        )
+
+
+def cell_scores(db_url: str, assignment: str) -> dict[str, dict[str, tuple]]:
+    """``{student: {grade_id: (score, max_score)}}`` for one assignment."""
+    from nbgrader.api import Gradebook
+
+    out: dict[str, dict[str, tuple]] = {}
+    with Gradebook(db_url) as gb:
+        for sub in gb.assignment_submissions(assignment):
+            cells = out.setdefault(sub.student.id, {})
+            for nb in sub.notebooks:
+                for grade in nb.grades:
+                    cells[grade.name] = (grade.score, grade.max_score)
+    return out

@@ -1,0 +1,122 @@
+"""Real services for the tests and the bench, started and stopped by them.
+
+* :func:`postgres`: Debian's PostgreSQL server (``make setup`` installs it), run by
+  ``initdb`` and ``pg_ctl`` as the ``postgres`` user (they refuse root), on a free
+  loopback port, fsync off; yields a SQLAlchemy URL of a fresh database.
+* :func:`dask_cluster`: a ``dask scheduler`` and a ``dask worker`` with its own
+  worker processes, started with their command-line programs on 127.0.0.1;
+  yields the scheduler file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pg_bin() -> Path:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not found:
+        raise RuntimeError("PostgreSQL is missing: `make setup` installs it")
+    return found[-1].parent
+
+
+def _as_postgres(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    user = "postgres" if os.geteuid() == 0 else None
+    return subprocess.run(cmd, user=user, check=True, capture_output=True, **kwargs)
+
+
+@contextlib.contextmanager
+def postgres(database: str = "course"):
+    """A PostgreSQL server of its own; yields ``postgresql+psycopg://...`` of a new,
+    empty database."""
+    import psycopg
+
+    bindir, port = _pg_bin(), free_port()
+    home = Path(tempfile.mkdtemp(prefix="course-pg-"))  # /tmp: postgres can reach it
+    if os.geteuid() == 0:
+        shutil.chown(home, "postgres")
+    data = home / "data"
+    _as_postgres([bindir / "initdb", "-D", data, "-A", "trust", "-U", "postgres"])
+    options = (
+        f"-p {port} -k {home} -c listen_addresses=127.0.0.1 -c fsync=off "
+        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+    )
+    start = [bindir / "pg_ctl", "-D", data, "-o", options, "-l", home / "log", "-w"]
+    _as_postgres([*start, "start"])
+    try:
+        server = f"postgresql://postgres@127.0.0.1:{port}"
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {database}")
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/{database}"
+    finally:
+        _as_postgres([bindir / "pg_ctl", "-D", data, "-m", "immediate", "stop"])
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def dask_cluster(folder: Path, workers: int = 2):
+    """``dask scheduler`` and ``dask worker --nworkers N --nthreads 1`` on
+    127.0.0.1; yields the scheduler file once all N workers are up."""
+    from distributed import Client
+
+    file = folder / "scheduler.json"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    common = ["--no-dashboard"]
+    scheduler = subprocess.Popen(
+        [BIN / "dask", "scheduler", "--host", "127.0.0.1", "--port", "0"]
+        + ["--scheduler-file", file, *common],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(folder / "scheduler.log", "wb"),
+        start_new_session=True,
+    )
+    worker = subprocess.Popen(
+        [BIN / "dask", "worker", "--scheduler-file", file, "--host", "127.0.0.1"]
+        + ["--nworkers", str(workers), "--nthreads", "1", "--memory-limit", "0"]
+        + common,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(folder / "worker.log", "wb"),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        with Client(scheduler_file=str(file), timeout=30) as client:
+            client.wait_for_workers(workers, timeout=120)
+        yield file
+    finally:
+        for proc in (worker, scheduler):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 15)
+        for proc in (worker, scheduler):
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+
+
+def worker_pids(scheduler_file: Path) -> dict[str, int]:
+    """``{worker address: pid}`` of the cluster's worker processes."""
+    from distributed import Client
+
+    with Client(scheduler_file=str(scheduler_file), timeout=30) as client:
+        return client.run(os.getpid)

@@ -1,0 +1,228 @@
+"""``course grade`` on dask: a real ``dask scheduler`` and ``dask worker`` started
+with their CLIs, the gradebook on a real PostgreSQL server, one worker SIGKILLed
+mid-task, and a submission that kills its worker; the scores must equal stock serial
+``nbgrader autograde`` into SQLite, cell by cell.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from harness import fill, reference_answers
+from services import dask_cluster, postgres
+
+from course import grading
+from course.grading import batch
+
+pytestmark = pytest.mark.xdist_group("grading_engine")
+
+A = "01_config"
+TOKEN = "course-engine-token"
+# Starts a process that would outlive its notebook, then stays busy long enough for
+# the test to kill the worker that runs it.
+SLOW = (
+    "import subprocess, sys, time\n"
+    f"kid = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)', '{TOKEN}'])\n"
+    "time.sleep(15)\n"
+)
+# Walks up from the kernel to the dask worker process running it, and kills it.
+KILLER = (
+    "import os, signal\n"
+    "pid = os.getppid()\n"
+    "while pid > 1:\n"
+    "    if b'spawn_main' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+    "        os.kill(pid, signal.SIGKILL)\n"
+    "        break\n"
+    "    pid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+)
+WRONG = {
+    "count_parameters": "def count_parameters(m):\n    return float('nan')\n",
+    "query_linear": "def query_linear(model, layer):\n    return [[0.0]]\n",
+}
+
+
+def _submit(root: Path, student: str, nb: dict) -> None:
+    path = grading.notebook_path(root, "submitted", A, student)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb))
+
+
+def _class(root: Path) -> None:
+    release = json.loads(grading.notebook_path(root, "release", A).read_text())
+    ref = reference_answers(root, A)
+    _submit(root, "good", fill(release, ref))
+    _submit(root, "blank", release)
+    _submit(root, "wrong", fill(release, {**ref, **WRONG}))
+    slow = {**ref, "describe_config": SLOW + ref["describe_config"]}
+    _submit(root, "slow", fill(release, slow))
+
+
+def _token_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (
+                entry.name.isdigit()
+                and TOKEN.encode() in (entry / "cmdline").read_bytes()
+            ):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _task_worker(pid: int) -> int | None:
+    """The pid of the worker whose task box holds process ``pid``."""
+    text = Path(f"/proc/{pid}/cgroup").read_text()
+    found = re.search(r"course-task-(\d+)-", text)
+    return int(found.group(1)) if found else None
+
+
+def _kill_worker_of_slow(deadline: float) -> int:
+    while time.monotonic() < deadline:
+        for pid in _token_pids():
+            worker = _task_worker(pid)
+            if worker:
+                os.kill(worker, signal.SIGKILL)
+                return worker
+        time.sleep(0.2)
+    raise AssertionError("the slow submission never started")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The class graded twice: serially by nbgrader into SQLite, then by ``course
+    grade`` on a CLI-started cluster into PostgreSQL, one worker SIGKILLed while it
+    runs the slow submission; the killer's notebook takes down two more."""
+    root = grading.make_course(tmp_path_factory.mktemp("engine"))
+    grading.release([A], root)
+    _class(root)
+    serial = tmp_path_factory.mktemp("serial") / "course"
+    shutil.copytree(root, serial)
+    grading.nbgrader("autograde", A, "--DrawSeeds.enabled=False", root=serial)
+    ref = reference_answers(root, A)
+    release = json.loads(grading.notebook_path(root, "release", A).read_text())
+    killer = {**ref, "describe_config": KILLER + ref["describe_config"]}
+    _submit(root, "killer", fill(release, killer))
+    with postgres() as url, dask_cluster(tmp_path_factory.mktemp("dask")) as file:
+        cmd = [sys.executable, "-m", "course", "grade", A, f"--root={root}"]
+        cmd += [f"--db={url}", f"--scheduler-file={file}", "--fixed-seeds"]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        killed = _kill_worker_of_slow(time.monotonic() + 300)
+        out, err = proc.communicate(timeout=900)
+        yield {
+            "root": root,
+            "serial": serial,
+            "url": url,
+            "out": out,
+            "err": err,
+            "code": proc.returncode,
+            "killed": killed,
+            "rows": _rows(url),
+            "left": _token_pids(),
+            "boxes": sorted(Path("/sys/fs/cgroup/pids").glob("course-task-*")),
+        }
+
+
+def _rows(url: str) -> dict[str, int]:
+    import psycopg
+
+    with psycopg.connect(url.replace("+psycopg", "")) as conn:
+        return {
+            "submissions": conn.execute(
+                "SELECT count(*) FROM submitted_assignment"
+            ).fetchone()[0],
+            "students": conn.execute(
+                "SELECT count(DISTINCT student_id) FROM submitted_assignment"
+            ).fetchone()[0],
+            "notebooks": conn.execute(
+                "SELECT count(*) FROM submitted_notebook"
+            ).fetchone()[0],
+            "grades": conn.execute("SELECT count(*) FROM grade").fetchone()[0],
+        }
+
+
+def test_same_scores_as_serial_nbgrader(graded):
+    postgres_scores = grading.cell_scores(graded["root"], A, graded["url"])
+    sqlite_scores = grading.cell_scores(graded["serial"], A)
+    assert set(sqlite_scores) == {"good", "blank", "wrong", "slow"}
+    for student, cells in sqlite_scores.items():
+        assert postgres_scores[student] == cells, student
+    good = postgres_scores["good"]
+    assert sum(s for s, _ in good.values() if s) > sum(
+        s for s, _ in postgres_scores["wrong"].values() if s
+    )
+
+
+def test_killed_worker_regrades_once(graded):
+    """The slow submission's worker was SIGKILLed mid-task: it is graded on another
+    worker, and the gradebook holds one submission per student, one grade per cell."""
+    log = (graded["root"] / "reports" / "grading.csv").read_text()
+    assert re.search(r"^slow,01_config,(graded|flagged),", log, re.M), log
+    rows = graded["rows"]
+    assert rows["submissions"] == rows["students"] == rows["notebooks"] == 5, rows
+    cells = len(grading.cell_scores(graded["serial"], A)["good"])
+    assert rows["grades"] == rows["submissions"] * cells, rows
+
+
+def test_submission_that_kills_its_worker_twice_fails(graded):
+    line = next(ln for ln in graded["out"].splitlines() if " killer/" in ln)
+    assert line.strip().startswith("failed") and batch.KILLED_WORKERS in line, line
+    assert graded["code"] == 1  # a failed submission: exit status 1
+
+
+def test_nothing_outlives_its_task(graded):
+    assert graded["left"] == [], "processes a killed worker's task started"
+    assert graded["boxes"] == [], "task boxes left behind"
+
+
+def test_progress_counts_tasks_to_the_total(graded):
+    fractions = [
+        tuple(map(int, f)) for f in re.findall(r"(\d+)/(\d+) \[", graded["err"])
+    ]
+    assert fractions and all(done <= total for done, total in fractions), fractions
+    assert fractions[-1] == (5, 5), fractions
+    counts = re.findall(r"graded=(\d+), flagged=(\d+), failed=(\d+)", graded["err"])
+    graded_, flagged, failed = map(int, counts[-1])
+    assert (graded_ + flagged, failed) == (4, 1), counts[-1]
+
+
+def test_ship_files_and_register_from_source(tmp_path):
+    """Workers without the course folder get each submission as bytes; an assignment
+    never released is registered from source/ first; release/ is not touched."""
+    root = grading.make_course(tmp_path / "course")
+    source = json.loads(grading.notebook_path(root, "source", A).read_text())
+    nb = fill(source, reference_answers(root, A))
+    _submit(root, "good", nb)
+    cmd = [sys.executable, "-m", "course", "grade", A, f"--root={root}"]
+    proc = subprocess.run(
+        [*cmd, "--ship-files", "--workers=1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"registered it from source/{A}" in proc.stdout
+    assert not (root / "release").exists()
+    assert grading.notebook_path(root, "autograded", A, "good").exists()
+    scores = grading.cell_scores(root, A)["good"]
+    assert all(s == m for c, (s, m) in scores.items() if c.startswith("test_"))
+
+
+def test_unknown_assignment_is_one_sentence(tmp_path):
+    root = grading.make_course(tmp_path / "course")
+    (root / "submitted" / "ann" / "99_nope").mkdir(parents=True)
+    cmd = [sys.executable, "-m", "course", "grade", "99_nope", f"--root={root}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stdout.strip().count("\n") == 0 and "99_nope" in proc.stdout
+    assert A in proc.stdout  # it names the assignments the course has
