@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup browser lab test lint format notebooks release grade feedback report check clean
+.PHONY: help setup services browser lab test lint format notebooks release grade feedback report check clean
 
 help:  ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -18,6 +18,11 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed  ## Create .venv and install the course (idempotent)
 
+services:  ## Install Debian's PostgreSQL server for the gradebook tests (root or sudo)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null; }
+
 lab: setup  ## Set up, copy release/ to mywork/ and open it in JupyterLab
 	$(BIN)/python -m course lab
 
@@ -26,7 +31,7 @@ browser:  ## Install Debian's Chromium for the browser tests (needs root or sudo
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-test: setup browser lint  ## Set up and run every test
+test: setup browser services lint  ## Set up and run every test
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
 
 lint: setup  ## ruff: lint and format check (no changes)

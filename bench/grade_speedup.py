@@ -1,11 +1,12 @@
-"""Benchmark: ``python -m course grade`` (parallel) vs plain serial ``nbgrader autograde``.
+"""Benchmark: ``course grade`` on dask vs plain serial ``nbgrader autograde``.
 
-Builds a class of fixture students (the reference solution of each assignment),
-grades it both ways in separate course folders, checks that the scores agree, and
-prints the speedup as a ratio. Timing belongs here, not in the tests. The baseline
-runs nbgrader's stock autograde steps, serially, one ``nbgrader autograde`` per
-assignment; ``course grade`` runs the course's steps (kernels killed at once when
-done) in parallel shards.
+Builds a class of fixture students (the reference solution of each assignment) and
+grades it three ways, each in its own copy of the course folder: stock serial
+``nbgrader autograde`` (nbgrader's own autograde steps, one process per assignment),
+``course grade`` on its embedded LocalCluster, and ``course grade`` on a ``dask
+scheduler`` with one ``dask worker --nworkers 2`` started with their CLIs. It checks
+that the scores agree and prints the speedups as ratios. Timing belongs here, not in
+the tests. The cluster's start-up is inside each ``course grade`` time.
 
     .venv/bin/python bench/grade_speedup.py --students 20            # all assignments
     .venv/bin/python bench/grade_speedup.py --students 6 01_config    # a quick run
@@ -25,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from harness import fill, reference_answers  # noqa: E402
+from services import dask_cluster  # noqa: E402
 
 from course import grading  # noqa: E402
 
@@ -66,11 +68,18 @@ def totals(root: Path, assignments: list[str]) -> dict:
     return out
 
 
+def course_grade(root: Path, assignments: list[str], *options: str) -> float:
+    """Seconds ``course grade`` takes on ``root``."""
+    cmd = [sys.executable, "-m", "course", "grade", *assignments, f"--root={root}"]
+    start = time.perf_counter()
+    subprocess.run([*cmd, *options], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("assignments", nargs="*")
     parser.add_argument("--students", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=None)
     parser.add_argument(
         "--no-baseline",
         action="store_true",
@@ -78,43 +87,41 @@ def main() -> None:
     )
     args = parser.parse_args()
     assignments = args.assignments or grading.assignments()
+    ways = ("serial", "local", "cli")
     with tempfile.TemporaryDirectory() as tmp:
-        serial, parallel = Path(tmp, "serial"), Path(tmp, "parallel")
-        for root in (serial, parallel):
+        roots = {way: Path(tmp, way) for way in ways}
+        for root in roots.values():
             make_class(root, assignments, args.students)
-        with open(serial / "nbgrader_config.py", "a") as f:  # stock nbgrader
+        with open(roots["serial"] / "nbgrader_config.py", "a") as f:  # stock
             f.write(STOCK)
+        seconds = dict.fromkeys(ways, 0.0)
         t0 = time.perf_counter()
         for a in [] if args.no_baseline else assignments:
-            grading.nbgrader("autograde", a, root=serial)
-        t_serial = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        cmd = [
-            sys.executable,
-            "-m",
-            "course",
-            "grade",
-            *assignments,
-            f"--root={parallel}",
-        ]
-        if args.workers:
-            cmd.append(f"--workers={args.workers}")
-        subprocess.run(cmd, check=True)
-        t_parallel = time.perf_counter() - t0
-        same = args.no_baseline or totals(serial, assignments) == totals(
-            parallel, assignments
-        )
+            grading.nbgrader("autograde", a, root=roots["serial"])
+        seconds["serial"] = time.perf_counter() - t0
+        seconds["local"] = course_grade(roots["local"], assignments)
+        with dask_cluster(Path(tmp), workers=2) as file:
+            seconds["cli"] = course_grade(
+                roots["cli"], assignments, f"--scheduler-file={file}"
+            )
+        scores = {way: totals(roots[way], assignments) for way in ways}
+    same = scores["local"] == scores["cli"] and (
+        args.no_baseline or scores["serial"] == scores["local"]
+    )
     n = args.students * len(assignments)
     print(
         f"{n} submissions ({args.students} students x {len(assignments)} assignments)"
     )
-    print(
-        f"serial nbgrader autograde: {t_serial:.1f} s ({t_serial / n:.1f} s per notebook)"
-    )
-    print(
-        f"course grade (parallel):   {t_parallel:.1f} s ({t_parallel / n:.1f} s per notebook)"
-    )
-    print(f"speedup: {t_serial / t_parallel:.2f}x; same scores: {same}")
+    names = {
+        "serial": "stock serial nbgrader autograde",
+        "local": "course grade, embedded LocalCluster",
+        "cli": "course grade, CLI scheduler + 2 workers",
+    }
+    for way in ways:
+        t = seconds[way]
+        speedup = seconds["serial"] / t if t and seconds["serial"] else float("nan")
+        print(f"{names[way]:40s} {t:7.1f} s  {t / n:5.2f} s/notebook  {speedup:.2f}x")
+    print(f"same scores: {same}")
 
 
 if __name__ == "__main__":

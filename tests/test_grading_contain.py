@@ -1,0 +1,51 @@
+"""Task boxes: a kernel box opened inside a task's box dies with it, and the box of
+a task whose worker died is closed by the next worker's sweep."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from course.grading import contain
+
+CGROUPS = Path("/sys/fs/cgroup/pids")
+pytestmark = pytest.mark.skipif(
+    not os.access(CGROUPS, os.W_OK), reason="needs a writable pids cgroup (root)"
+)
+SLEEP = [sys.executable, "-c", "import time; time.sleep(600)"]
+
+
+def _sleeper(box: dict) -> subprocess.Popen:
+    return subprocess.Popen(SLEEP, preexec_fn=lambda: contain.enter_box(box))
+
+
+def test_kernel_boxes_live_inside_the_task_box(monkeypatch):
+    task = contain.open_task_box()
+    monkeypatch.setenv(contain.TASK_CGROUP_ENV, task[contain.TASK_CGROUP_ENV])
+    kernel = contain.open_box(8)
+    assert Path(kernel[contain.CGROUP_ENV]).parent == Path(task[contain.CGROUP_ENV])
+    proc = _sleeper(kernel)
+    time.sleep(0.2)
+    assert contain.close_box(task) == 1  # closing the task's box kills the kernel's
+    assert proc.wait(timeout=5) == -9
+    assert not Path(task[contain.CGROUP_ENV]).exists()
+
+
+def test_sweep_closes_boxes_of_dead_workers_only():
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid that no longer runs: a worker that was killed
+    orphan = CGROUPS / f"course-task-{dead.pid}-0123456789ab"
+    orphan.mkdir()
+    mine = contain.open_task_box()  # this process's: alive, so left alone
+    lost, kept = _sleeper({contain.CGROUP_ENV: str(orphan)}), _sleeper(mine)
+    time.sleep(0.2)
+    try:
+        assert contain.sweep_orphans() == 1
+        assert lost.wait(timeout=5) == -9 and not orphan.exists()
+        assert kept.poll() is None and Path(mine[contain.CGROUP_ENV]).exists()
+    finally:
+        contain.close_box(mine)
+        kept.wait()
