@@ -16,6 +16,7 @@ the tests. The cluster's start-up is inside each ``course grade`` time.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import subprocess
 import sys
@@ -76,6 +77,13 @@ def course_grade(root: Path, assignments: list[str], *options: str) -> float:
     return time.perf_counter() - start
 
 
+def task_seconds(root: Path) -> float:
+    """Mean seconds of one task (one notebook, on one worker) in grading.csv."""
+    with open(root / "reports" / "grading.csv") as f:
+        seconds = [float(row["seconds"]) for row in csv.DictReader(f)]
+    return sum(seconds) / len(seconds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("assignments", nargs="*")
@@ -105,6 +113,7 @@ def main() -> None:
                 roots["cli"], assignments, f"--scheduler-file={file}"
             )
         scores = {way: totals(roots[way], assignments) for way in ways}
+        per_task = {way: task_seconds(roots[way]) for way in ("local", "cli")}
     same = scores["local"] == scores["cli"] and (
         args.no_baseline or scores["serial"] == scores["local"]
     )
@@ -121,6 +130,8 @@ def main() -> None:
         t = seconds[way]
         speedup = seconds["serial"] / t if t and seconds["serial"] else float("nan")
         print(f"{names[way]:40s} {t:7.1f} s  {t / n:5.2f} s/notebook  {speedup:.2f}x")
+        if way in per_task:
+            print(f"{'':40s} one task (a notebook on a worker): {per_task[way]:.2f} s")
     print(f"same scores: {same}")
 
 

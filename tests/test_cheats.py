@@ -276,7 +276,7 @@ def _grade_class(root, cheats: dict, *flags: str) -> subprocess.CompletedProcess
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def full_class(tmp_path_factory):
     root = grading.make_course(tmp_path_factory.mktemp("cheats"))
     cheats = {**RUNTIME_CHEATS, **SCAN_ONLY_CHEATS, **ANSWER_CHEATS}
@@ -286,7 +286,7 @@ def full_class(tmp_path_factory):
 EVERY_CHEAT = {**RUNTIME_CHEATS, **SCAN_ONLY_CHEATS, **ANSWER_CHEATS, **NEW_ROUTES}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def no_scan_class(tmp_path_factory):
     root = grading.make_course(tmp_path_factory.mktemp("cheats_no_scan"))
     with open(root / "nbgrader_config.py", "a") as f:

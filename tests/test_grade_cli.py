@@ -23,7 +23,8 @@ A = "01_config"
 LOOP = "while True:\n    pass\n"
 DEAF_LOOP = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
 # 1 GiB at a time, up to 100 GiB: the kernel's 4 GiB cap stops it after a few.
-HOG = "import torch\nhog = [torch.ones(2**28) for _ in range(100)]\n"
+# torch.empty touches no page, so the cap, not the machine's speed, decides.
+HOG = "import torch\nhog = [torch.empty(2**28) for _ in range(100)]\n"
 # Processes a cell leaves behind; each carries TOKEN in its command line.
 TOKEN = "course-fault-token"
 SLEEPER = f"import subprocess, sys\nCMD = [sys.executable, '-c', 'import time; time.sleep(3600)', '{TOKEN}']\n"
@@ -52,7 +53,7 @@ def _submit(root, student, nb=None, text=None):
         path.write_text(text)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def graded_class(tmp_path_factory):
     root = grading.make_course(tmp_path_factory.mktemp("class"))
     grading.release([A], root)

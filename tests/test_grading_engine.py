@@ -12,19 +12,20 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from harness import fill, reference_answers
-from services import dask_cluster, postgres
+from services import dask_cluster, postgres, worker_pids
 
 from course import grading
-from course.grading import batch
+from course.grading import batch, contain
 
 pytestmark = pytest.mark.xdist_group("grading_engine")
 
 A = "01_config"
-TOKEN = "course-engine-token"
+TOKEN = f"course-engine-{uuid.uuid4().hex[:8]}"  # this run's processes only
 # Starts a process that would outlive its notebook, then stays busy long enough for
 # the test to kill the worker that runs it.
 SLOW = (
@@ -96,7 +97,7 @@ def _kill_worker_of_slow(deadline: float) -> int:
     raise AssertionError("the slow submission never started")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def graded(tmp_path_factory):
     """The class graded twice: serially by nbgrader into SQLite, then by ``course
     grade`` on a CLI-started cluster into PostgreSQL, one worker SIGKILLed while it
@@ -129,8 +130,22 @@ def graded(tmp_path_factory):
             "killed": killed,
             "rows": _rows(url),
             "left": _token_pids(),
-            "boxes": sorted(Path("/sys/fs/cgroup/pids").glob("course-task-*")),
+            "boxes": _boxes_left(set(worker_pids(file).values())),
         }
+
+
+def _boxes_left(workers: set[int]) -> list[Path]:
+    """Task boxes, of this cluster's workers or of workers that died, that still
+    hold a running process (other runs of ``course grade`` may have boxes of their
+    own open beside this one)."""
+    left = []
+    for box in Path("/sys/fs/cgroup/pids").glob("course-task-*"):
+        worker = int(box.name.split("-")[2])
+        if worker in workers or not contain._alive(worker):
+            box_env = {contain.BOX_ENV: box.name, contain.CGROUP_ENV: str(box)}
+            if any(contain._alive(pid) for pid in contain._members(box_env)):
+                left.append(box)
+    return left
 
 
 def _rows(url: str) -> dict[str, int]:
@@ -182,7 +197,7 @@ def test_submission_that_kills_its_worker_twice_fails(graded):
 
 def test_nothing_outlives_its_task(graded):
     assert graded["left"] == [], "processes a killed worker's task started"
-    assert graded["boxes"] == [], "task boxes left behind"
+    assert graded["boxes"] == [], "task boxes with processes left behind"
 
 
 def test_progress_counts_tasks_to_the_total(graded):
