@@ -30,18 +30,18 @@ def make_course(dest: Path, root: Path = ROOT) -> Path:
     return dest
 
 
+def tool_env() -> dict:
+    """The environment for nbgrader and the grading tools: this interpreter's
+    folder first on PATH (nbgrader runs ``alembic`` and ``jupyter`` from PATH), and
+    one thread per kernel (callers run several at once)."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def nbgrader(*args: str, root: Path, check: bool = True) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` with ``root`` as the course folder and cwd."""
     cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}"]
-    # nbgrader runs `alembic` and `jupyter` from PATH: put this interpreter's first.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    # One thread per kernel: callers (tests, ``course grade``) run several at once.
-    env = {
-        **os.environ,
-        "PATH": path,
-        "PYTHONWARNINGS": "ignore",
-        "OMP_NUM_THREADS": "1",
-    }
+    env = {**tool_env(), "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")

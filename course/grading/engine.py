@@ -37,7 +37,7 @@ from pathlib import Path
 
 from distributed import WorkerPlugin, get_worker
 
-from . import contain
+from . import contain, tool_env
 from . import warm as warm_kernels
 
 PLUGIN = "course-warm-kernels"
@@ -75,13 +75,6 @@ class Outcome:
     files: dict[str, bytes] | None = None
 
 
-def base_env() -> dict:
-    """The environment of a task's nbgrader: this interpreter's tools first on
-    PATH (nbgrader runs ``alembic`` and ``jupyter``), one thread per kernel."""
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
 class WarmKernels(WorkerPlugin):
     """Start a zygote when a worker starts; stop it with the worker.
 
@@ -99,7 +92,7 @@ class WarmKernels(WorkerPlugin):
 
     async def setup(self, worker) -> None:
         contain.sweep_orphans()  # what a worker killed before this one left behind
-        self.env = base_env()
+        self.env = tool_env()
         if not self.warm:
             return
         self._tmp = tempfile.mkdtemp(prefix="course-warm-")
@@ -123,7 +116,7 @@ def grade_submission(job: Job) -> Outcome:
         name = worker.address
     except ValueError:  # called outside a worker (tests, a debugger)
         plugin, name = None, "local"
-    env = dict(plugin.env) if plugin is not None and plugin.env else base_env()
+    env = dict(plugin.env) if plugin is not None and plugin.env else tool_env()
     with tempfile.TemporaryDirectory(prefix="course-task-") as scratch:
         root = _unpack(job, Path(scratch)) if job.files is not None else Path(job.root)
         log, code = _run_nbgrader(job, root, env)

@@ -12,10 +12,10 @@ and the students.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from . import nbgrader, tool_env
 
 
 class NotReleased(Exception):
@@ -32,12 +32,6 @@ def url(root: Path, db: str | None = None) -> str:
     return f"sqlite:///{root / 'gradebook.db'}?timeout=300"
 
 
-def _path_env() -> dict:
-    # nbgrader's Gradebook runs the `alembic` CLI from PATH: this interpreter's first.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path}
-
-
 def prepare(
     *, root: Path, db_url: str, students_by_assignment: dict[str, list[str]]
 ) -> list[str]:
@@ -48,7 +42,7 @@ def prepare(
     """
     from nbgrader.api import Gradebook, MissingEntry
 
-    os.environ["PATH"] = _path_env()["PATH"]
+    os.environ["PATH"] = tool_env()["PATH"]  # Gradebook runs `alembic` from PATH
     registered = []
     with Gradebook(db_url) as gb:
         known = {a.name for a in gb.assignments}
@@ -80,19 +74,14 @@ def register(*, root: Path, db_url: str, assignment: str) -> None:
     scratch folder: ``release/`` is left as it is.
     """
     with tempfile.TemporaryDirectory(prefix="course-register-") as scratch:
-        cmd = [
-            sys.executable,
-            "-m",
-            "nbgrader",
+        proc = nbgrader(
             "generate_assignment",
             assignment,
             "--force",
-            f"--CourseDirectory.root={root}",
             f"--CourseDirectory.db_url={db_url}",
             f"--CourseDirectory.release_directory={scratch}",
-        ]
-        proc = subprocess.run(
-            cmd, cwd=root, env=_path_env(), capture_output=True, text=True
+            root=root,
+            check=False,
         )
     if proc.returncode != 0:
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
