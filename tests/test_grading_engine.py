@@ -141,9 +141,9 @@ def _boxes_left(workers: set[int]) -> list[Path]:
     left = []
     for box in Path("/sys/fs/cgroup/pids").glob("course-task-*"):
         worker = int(box.name.split("-")[2])
-        if worker in workers or not contain._alive(worker):
+        if worker in workers or not contain.running(worker):
             box_env = {contain.BOX_ENV: box.name, contain.CGROUP_ENV: str(box)}
-            if any(contain._alive(pid) for pid in contain._members(box_env)):
+            if any(contain.running(pid) for pid in contain.members(box_env)):
                 left.append(box)
     return left
 

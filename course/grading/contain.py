@@ -39,6 +39,7 @@ TASK_CGROUP_ENV = "COURSE_TASK_CGROUP"  # kernel boxes are made inside this one
 NO_NET_ENV = "COURSE_KERNEL_NO_NETWORK"
 CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 CLONE_NEWNET = 0x40000000
+PF_EXITING = 0x4  # /proc/PID/stat flags: the process has begun to exit
 
 
 def _cgroup_root() -> Path | None:
@@ -108,18 +109,23 @@ def sweep_orphans() -> int:
     """
     root, killed = _cgroup_root(), 0
     for path in root.glob("course-task-*") if root else []:
-        if not _alive(int(path.name.split("-")[2])):
+        if not running(int(path.name.split("-")[2])):
             killed += close_box({BOX_ENV: path.name, CGROUP_ENV: str(path)})
     return killed
 
 
-def _alive(pid: int) -> bool:
-    """Running: neither gone nor a zombie its parent has not reaped yet."""
+def running(pid: int) -> bool:
+    """Running: neither gone, nor exiting, nor a zombie not reaped yet.
+
+    A SIGKILLed process keeps its pid while the kernel tears it down (seconds, for
+    one holding a model); it counts as gone from the moment it starts exiting.
+    """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    fields = stat.rsplit(")", 1)[1].split()  # state, ppid, pgrp, ..., flags
+    return fields[0] not in "ZXx" and not int(fields[6]) & PF_EXITING
 
 
 def join_task_box(env: dict | os._Environ = os.environ) -> None:
@@ -147,7 +153,7 @@ def enter_box(env: dict | os._Environ = os.environ, max_processes: int = 64) -> 
         libc.unshare(CLONE_NEWNET)  # a new, empty network namespace: no network
 
 
-def _members(env: dict) -> set[int]:
+def members(env: dict) -> set[int]:
     """Processes in the box: the cgroup's, or those carrying its marker."""
     path = env.get(CGROUP_ENV)
     if path:
@@ -195,13 +201,14 @@ def descendants(pid: int) -> set[int]:
 def close_box(env: dict, kernel_pid: int | None = None, seconds: float = 5) -> int:
     """Kill every process in the box (and below ``kernel_pid``); remove the cgroup.
 
-    Returns how many processes were killed.
+    Returns how many running processes were killed. Nothing is reaped here: a
+    caller's own child keeps its exit status for the caller's ``wait``.
     """
     _open.pop(env.get(BOX_ENV, ""), None)
     killed, deadline = set(), time.monotonic() + seconds
     while time.monotonic() < deadline:
-        alive = _members(env) | (descendants(kernel_pid) if kernel_pid else set())
-        alive.discard(os.getpid())
+        found = members(env) | (descendants(kernel_pid) if kernel_pid else set())
+        alive = {pid for pid in found - {os.getpid()} if running(pid)}
         if not alive:
             break
         for pid in alive:
@@ -210,35 +217,27 @@ def close_box(env: dict, kernel_pid: int | None = None, seconds: float = 5) -> i
                 killed.add(pid)
             except (ProcessLookupError, PermissionError):
                 pass
-        _reap(killed)
         time.sleep(0.02)
     path = env.get(CGROUP_ENV)
     if path:
         inner = [folder for folder, _, _ in os.walk(path, topdown=False)]
         for folder in inner:  # the boxes inside first
-            _remove(folder, killed)
+            _remove(folder, deadline + seconds)
     return len(killed)
 
 
-def _remove(folder: str, killed: set[int]) -> None:
-    for _ in range(100):
+def _remove(folder: str, deadline: float) -> None:
+    """Remove a cgroup once the processes killed in it have finished exiting."""
+    while True:
         try:
             os.rmdir(folder)
             return
         except FileNotFoundError:
             return
-        except OSError:  # zombies not yet reaped by their parent
-            _reap(killed)
+        except OSError:
+            if time.monotonic() > deadline:
+                return
             time.sleep(0.05)
-
-
-def _reap(pids: set[int]) -> None:
-    """Collect those of ``pids`` that are this process's own children."""
-    for pid in pids:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
 
 
 def die_with_parent() -> None:
