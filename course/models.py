@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import os
+import tempfile
 from pathlib import Path
 
 import torch
@@ -211,7 +213,22 @@ def neuron_view_model(model: BertModel | None = None):
     nv_model.eval()
     tokenizer = None
     if course_model:
-        vocab = Path(model_source()) / "vocab.txt"
-        if vocab.exists():
-            tokenizer = NVBertTokenizer(str(vocab), do_lower_case=True)
+        tokenizer = NVBertTokenizer(str(_vocab_file()), do_lower_case=True)
     return nv_model, tokenizer
+
+
+def _vocab_file() -> Path:
+    """The course tokenizer's ``vocab.txt``: the model folder's, or written from
+    the tokenizer (a folder saved with only ``tokenizer.json`` has none)."""
+    vocab = Path(model_source()) / "vocab.txt"
+    if vocab.exists():
+        return vocab
+    ids = load_tokenizer().get_vocab()  # {token: id}
+    text = "\n".join(sorted(ids, key=ids.get)) + "\n"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"course-vocab-{digest}.txt"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)  # atomic: a reader never sees half a file
+    return path

@@ -78,3 +78,29 @@ def test_tiny_bert_is_seeded_and_has_nonzero_biases():
         a.embeddings.word_embeddings.weight,
         models.tiny_bert(seed=4).embeddings.word_embeddings.weight,
     )
+
+
+def test_neuron_view_on_a_bert_base_sized_model_saved_without_vocab_txt(
+    monkeypatch, tmp_path
+):
+    """COURSE_MODEL at a bert-base-sized BERT (random weights) saved with the course
+    tokenizer, which writes tokenizer.json but no vocab.txt: the neuron view still
+    gets a tokenizer, and its queries/keys are bert-base's shapes."""
+    from transformers import BertConfig, BertModel
+
+    from course import viz
+
+    BertModel(BertConfig()).save_pretrained(tmp_path)
+    models.load_tokenizer().save_pretrained(tmp_path)
+    assert not (tmp_path / "vocab.txt").exists()
+    monkeypatch.setenv(models.ENV_VAR, str(tmp_path))
+    nv_model, nv_tokenizer = models.neuron_view_model()
+    assert nv_tokenizer is not None
+    assert nv_tokenizer.tokenize(SAMPLE_TEXT) == models.load_tokenizer().tokenize(
+        SAMPLE_TEXT
+    )
+    ids = models.load_tokenizer()(SAMPLE_TEXT, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        entry = nv_model(ids)[-1][0]
+    assert entry["queries"].shape == (1, 12, ids.shape[1], 64)
+    assert "attn-line-group" in viz.neuron_view(SAMPLE_TEXT, layer=0, head=0).data

@@ -11,9 +11,7 @@ import math
 import random
 
 import torch
-import torch.nn.functional as F
 
-from .. import data, models
 from . import (
     SAMPLE_TEXTS,
     allclose,
@@ -21,14 +19,11 @@ from . import (
     expect_close,
     expect_shape,
     fail,
-    forbid,
     given,
-    random_batch,
-    random_tiny_bert,
 )
+from .oracles import Case, course_case, random_cases
 
 _softmax = torch.softmax
-BY_HAND = "Compute attention by hand from self_attn.query/key/value: calling the attention module (or torch's fused attention) is the shortcut this exercise turns off."
 NO_MASK = "padded keys get weight: the attention mask was not applied."
 SIGN = "the mask has the wrong sign: padded keys must get a large negative score, (1 - mask) * -10000 (or the dtype's min), so that exp() sends them to 0."
 MULTIPLIED = "the mask was multiplied into the scores; a score of 0 still gets weight. Add a large negative number at the padded keys instead."
@@ -39,89 +34,26 @@ NO_SCALE = "missing 1/sqrt(d): divide the scores by the square root of the head 
 MIXED = "view without transpose mixes heads: transpose the context back to (B, T, H, d) before merging to (B, T, D)."
 
 
-class Case:
-    """One oracle run: a model, a layer, a batch and what the model computed."""
-
-    def __init__(self, model, layer: int, input_ids, attention_mask):
-        self.model, self.layer = model, layer
-        self.mask = attention_mask
-        self.self_attn = model.encoder.layer[layer].attention.self
-        seen = {}
-
-        def keep(_module, _inputs, output) -> None:  # returns None: output unchanged
-            seen["ctx"] = output[0]
-
-        hook = self.self_attn.register_forward_hook(keep)
-        with torch.no_grad():
-            out = model(input_ids=input_ids, attention_mask=attention_mask)
-        hook.remove()
-        self.hidden = out.hidden_states[layer]  # (B, T, D)
-        self.probs = out.attentions[layer]  # (B, H, T, T)
-        self.context = seen["ctx"]  # (B, T, D)
-        c = model.config
-        self.H, self.d = c.num_attention_heads, c.hidden_size // c.num_attention_heads
-
-    def qkv(self, head: int | None = None):
-        """Q, K, V as (B, H, T, d), or (B, T, d) for one head (from the linears)."""
-        B, T, _ = self.hidden.shape
-        with torch.no_grad():
-            q, k, v = (
-                lin(self.hidden).view(B, T, self.H, self.d).transpose(1, 2)
-                for lin in (
-                    self.self_attn.query,
-                    self.self_attn.key,
-                    self.self_attn.value,
-                )
-            )
-        return (q, k, v) if head is None else (q[:, head], k[:, head], v[:, head])
-
-    def wrong_probs(self, head: int | None = None) -> dict:
-        """What each mask or scaling misconception would give."""
-        q, k, _ = self.qkv(head)
-        s = q @ k.mT / math.sqrt(self.d)
-        pad = (1.0 - self.mask.to(s.dtype))[:, None, :]  # (B, 1, T)
-        if head is None:
-            pad = pad[:, None]  # (B, 1, 1, T)
-        out = {
-            NO_SCALE: _softmax(s * math.sqrt(self.d) + pad * -1e4, -1),
-            MULTIPLIED: _softmax(s * (1 - pad), -1),
-        }
-        if bool(pad.any()):
-            out.update({NO_MASK: _softmax(s, -1), SIGN: _softmax(s + pad * 1e4, -1)})
-        return out
-
-    def run(self, fn, *args, name: str):
-        """Call the student's function with the module's shortcuts turned off."""
-        targets = [
-            (self.self_attn, "forward"),
-            (F, "scaled_dot_product_attention"),
-            (torch.nn.MultiheadAttention, "forward"),
-        ]
-        with forbid(targets, BY_HAND):
-            return call(fn, self.hidden.clone(), self.self_attn, *args, name=name)
+def wrong_probs(case: Case, head: int | None = None) -> dict:
+    """What each mask or scaling misconception would give."""
+    q, k, _ = case.qkv(head)
+    s = q @ k.mT / math.sqrt(case.d)
+    pad = (1.0 - case.mask.to(s.dtype))[:, None, :]  # (B, 1, T)
+    if head is None:
+        pad = pad[:, None]  # (B, 1, 1, T)
+    out = {
+        NO_SCALE: _softmax(s * math.sqrt(case.d) + pad * -1e4, -1),
+        MULTIPLIED: _softmax(s * (1 - pad), -1),
+    }
+    if bool(pad.any()):
+        out.update({NO_MASK: _softmax(s, -1), SIGN: _softmax(s + pad * 1e4, -1)})
+    return out
 
 
 def _pair(got, name: str):
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail(f"{name} should return a pair (probs, context).")
     return got
-
-
-def course_case(padded: bool = False, text: str = data.SAMPLE_TEXT) -> Case:
-    """Layer 0 of the course model on ``text`` (and a short text, padded)."""
-    tok = models.load_tokenizer()
-    texts = [text, "A short one."] if padded else [text]
-    enc = tok(texts, padding=True, return_tensors="pt")
-    return Case(models.oracle_model(), 0, enc["input_ids"], enc["attention_mask"])
-
-
-def random_cases(seed: int, n: int = 3):
-    """Tiny BERTs of other sizes, at a random layer, on padded random batches."""
-    rng = random.Random(seed)
-    for _ in range(n):
-        model = random_tiny_bert(rng)
-        ids, _, mask = random_batch(rng)
-        yield Case(model, rng.randrange(model.config.num_hidden_layers), ids, mask)
 
 
 def _expect_head(fn, case: Case, head: int, masked: bool, part: str) -> None:
@@ -136,7 +68,7 @@ def _expect_head(fn, case: Case, head: int, masked: bool, part: str) -> None:
             probs,
             case.probs[:, head],
             f"probs of head {head}",
-            diagnose=case.wrong_probs(head),
+            diagnose=wrong_probs(case, head),
             what="the model's attentions",
         )
     if part in ("context", "all"):
@@ -248,7 +180,7 @@ def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
             probs,
             case.probs,
             "probs",
-            diagnose=case.wrong_probs(),
+            diagnose=wrong_probs(case),
             what="the model's attentions",
         )
     if part in ("context", "all"):
@@ -256,6 +188,9 @@ def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
         diagnose = {
             MIXED: (case.probs @ v).reshape(B, T, D),
             ON_K: (case.probs @ k).transpose(1, 2).reshape(B, T, D),
+            NO_SCALE: (wrong_probs(case)[NO_SCALE] @ v)
+            .transpose(1, 2)
+            .reshape(B, T, D),
         }
         expect_close(
             context,
@@ -297,7 +232,7 @@ def first_head_attention_values(attention) -> None:
         got,
         case.probs[0, 0],
         "attention_first_head_first_layer",
-        diagnose=case.wrong_probs(0)
+        diagnose=wrong_probs(case, 0)
         | {
             "it is transposed: row i is query i's weights over the keys.": case.probs[
                 0, 0

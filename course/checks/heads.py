@@ -12,7 +12,7 @@ import torch
 
 from .. import data, models
 from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail, given, no_forward
-from .softmax import sample_qk
+from .oracles import sample_qk
 
 SLICE = "Project with this head's rows only (W_h, b_h); calling the whole layer is the shortcut this exercise turns off."
 

@@ -13,7 +13,7 @@ import random
 import torch
 import torch.nn.functional as F
 
-from .. import data, models
+from .. import models
 from . import (
     SAMPLE_TEXTS,
     allclose,
@@ -24,6 +24,7 @@ from . import (
     fail,
     softmax_forbidden,
 )
+from .oracles import sample_qk
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
 _sdpa = F.scaled_dot_product_attention
@@ -117,17 +118,6 @@ def _qk(seed: int, B, H, Tq, Tk, d):
     return torch.randn(B, H, Tq, d, generator=gen), torch.randn(
         B, H, Tk, d, generator=gen
     )
-
-
-def sample_qk(layer: int = 0, text: str = data.SAMPLE_TEXT):
-    """bertviz's neuron-view queries and keys of ``text``, (1, H, T, d) each."""
-    nv_model, _ = models.neuron_view_model(models.oracle_model())
-    enc = models.load_tokenizer()(text, return_tensors="pt")
-    with torch.no_grad():
-        entry = nv_model(enc["input_ids"], token_type_ids=enc["token_type_ids"])[-1][
-            layer
-        ]
-    return entry["queries"], entry["keys"]
 
 
 def _expect_scores(fn, Q, K) -> None:

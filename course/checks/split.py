@@ -12,7 +12,7 @@ import torch
 
 from .. import data, models
 from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail
-from .softmax import sample_qk
+from .oracles import sample_qk
 
 NO_TRANSPOSE = "view(B, H, T, d) without a transpose mixes heads: split the last dim into (H, d) first, then swap T and H."
 WRONG_AXIS = "the last dim was split as (d, H) instead of (H, d): head h owns the contiguous block h*d:(h+1)*d."

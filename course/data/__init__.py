@@ -59,21 +59,27 @@ def newsgroups_texts(n: int = 20, fallback: bool = True) -> list[str]:
     return texts[:n]
 
 
-def next_token_task(batch: int, seq_len: int, vocab: int, generator=None):
-    """A next-token task whose answer depends on order.
+#: The echo task's fixed sizes: every run, and every test of it, uses these.
+ECHO_LEN, ECHO_VOCAB, ECHO_LAG = 16, 16, 3
 
-    Each row is ``seq_len`` random tokens; the target at position t is the token at
-    position t + 1 (the last position's target is ``-100``, ignored by
-    ``cross_entropy``). A model must know which token comes next, so a model that
-    cannot see order cannot solve it.
+
+def echo_task(batch: int, generator=None):
+    """A sequence task that only a model which sees positions can solve.
+
+    Each row is :data:`ECHO_LEN` random tokens out of :data:`ECHO_VOCAB`; the target
+    at position t is the token that came :data:`ECHO_LAG` steps earlier (the first
+    positions' targets are ``-100``, ignored by ``cross_entropy``). A causal model
+    reads the tokens one by one; to answer it must find the token exactly that far
+    back, and without positions every earlier token looks alike.
 
     Returns
     -------
-    tokens, targets : LongTensor (batch, seq_len)
+    tokens, targets : LongTensor (batch, ECHO_LEN)
     """
     import torch
 
-    tokens = torch.randint(0, vocab, (batch, seq_len), generator=generator)
+    shape = (batch, ECHO_LEN)
+    tokens = torch.randint(0, ECHO_VOCAB, shape, generator=generator)
     targets = torch.full_like(tokens, -100)
-    targets[:, :-1] = tokens[:, 1:]
+    targets[:, ECHO_LAG:] = tokens[:, :-ECHO_LAG]
     return tokens, targets

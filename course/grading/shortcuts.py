@@ -24,7 +24,16 @@ import builtins
 
 from nbformat import NotebookNode
 
-from ..checks import attention, heads, layer, outputs, positions, softmax, transformer
+from ..checks import (
+    debugging,
+    heads,
+    layer,
+    oracles,
+    outputs,
+    positions,
+    softmax,
+    transformer,
+)
 from .tamper import TAMPERED
 
 SHORTCUT = "ShortcutUsed"
@@ -75,8 +84,8 @@ LESSONS = {
     "softmax": (SOFTMAXES | FUSED, (), softmax.BY_HAND, BY_HAND_SOFTMAX),
     "project_head": ((), ("1",), heads.SLICE),
     "pooler": ((), ("0.pooler",), outputs.POOLER),
-    "head_attention": (FUSED, ("1",), attention.BY_HAND),
-    "multi_head_attention": (FUSED, ("1",), attention.BY_HAND),
+    "head_attention": (FUSED, ("1",), oracles.BY_HAND),
+    "multi_head_attention": (FUSED, ("1",), oracles.BY_HAND),
     "embeddings_forward": ((), ("2",), layer.BY_HAND),
     "attention_block": (FUSED, ("1", "1.self", "1.output"), layer.BY_HAND),
     "feed_forward": ((), ("1", "1.intermediate", "1.output"), layer.BY_HAND),
@@ -89,6 +98,7 @@ LESSONS = {
     "causal_attention": (FUSED, (), positions.CAUSAL),
     "MultiHeadSelfAttention": (FUSED, (), transformer.BUILD),
     "EncoderBlock": (FUSED, (), transformer.BUILD),
+    "chunked_attention": (FUSED, (), debugging.FUSED),
 }
 
 

@@ -180,6 +180,23 @@ check.query_linear_random(query_linear, seed=3301)
 # *structure*: if only the tensor changes, the config still says the old size and
 # any code that builds or saves the model from its config disagrees with it. So:
 # copy the config, change it, build a new model from it, copy the weights over.
+#
+# Why shrink it? A model is only defined up to `max_position_embeddings` tokens
+# (512 for bert-base); a smaller table is a smaller model to store and to serve
+# when your texts are short, and it is the same edit, the other way round, as
+# *growing* it for longer texts (new rows must then be learned).
+#
+# Two traps on the way:
+#
+# * `new.load_state_dict(model.state_dict())` fails with a *size mismatch* for
+#   `embeddings.position_embeddings.weight` (and the `position_ids` buffer, if
+#   present): the old tensors have more rows than the new model's. Slice those to
+#   `max_len` rows first; every other weight has the same shape.
+# * `BertModel(config).from_pretrained(name)` (a line found in many blog posts)
+#   does **not** use your edited config: `from_pretrained` is a *classmethod*, so
+#   it builds a fresh model from the saved config and the instance you made is
+#   thrown away. Pass the config instead, `BertModel.from_pretrained(name,
+#   config=config)`, or build the model and load the weights yourself, as here.
 
 # %% [markdown]
 # **Exercise 4.** Write `with_max_positions(model, max_len)` returning a **new**

@@ -41,6 +41,11 @@ print(data.SAMPLE_TEXT)
 # **Exercise 1.** Write `encode(tokenizer, texts, max_length)` returning the
 # tokenizer's `BatchEncoding` of PyTorch tensors, padded to the longest text (not
 # to `max_length`) and truncated at `max_length`.
+#
+# The tokenizer's arguments for this: `padding="longest"` (or `True`) pads to the
+# longest text of the batch, `padding="max_length"` pads every text to
+# `max_length`, `truncation=True` cuts texts longer than `max_length`, and
+# `return_tensors="pt"` returns torch tensors instead of lists.
 
 
 # %% answer="encode"

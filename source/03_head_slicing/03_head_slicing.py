@@ -9,6 +9,38 @@
 # %% [markdown]
 # # 03 · One head's weights
 #
+# ## Before the code: what Q, K and V are for
+#
+# Attention lets every token build its new vector out of the others. Think of a
+# library search:
+#
+# * the **query** q of a token says *what it is looking for* ("bank": am I next
+#   to water or money?);
+# * the **key** k of a token says *what it offers* to a search ("river": a place
+#   by water);
+# * the **value** v of a token is *what it hands over* when it is chosen.
+#
+# The score of token i for token j is the dot product q_i · k_j: large when what
+# i looks for matches what j offers. Softmax turns token i's scores into weights
+# over all j (05), and i's new vector is the weighted sum of the values (06). Q,
+# K and V are three different linear maps of the same hidden vectors, so a token
+# can look for one thing, offer another, and pass on a third.
+#
+# **Why several heads?** One softmax gives one weighting per token: it can follow
+# one relation at a time. BERT runs H attentions side by side on smaller vectors
+# (d = D / H each), each with its own Q, K, V slices; one head may follow the
+# previous token, another the object of a verb, another [SEP] (10 draws them).
+# Their contexts are concatenated and mixed by one output projection. The cost is
+# about that of one big head, since H · d = D.
+#
+# **Self- or cross-attention?** In *self*-attention (BERT) queries, keys and
+# values all come from the same sequence. In *cross*-attention (a translation
+# model's decoder reading its encoder) the queries come from one sequence and the
+# keys and values from another, so the weights are (Tq, Tk) with Tq ≠ Tk. The
+# formula does not change; that is why the course writes shapes as (Tq, Tk).
+#
+# ## Where one head lives
+#
 # BERT does not store one small matrix per head. Each layer has **one** query
 # projection `nn.Linear(D, D)` shared by all H heads: its output vector of size D
 # is H pieces of size d = D // H laid end to end, piece h belonging to head h.

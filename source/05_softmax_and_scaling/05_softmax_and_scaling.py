@@ -122,8 +122,10 @@ check.attention_scores_random(attention_scores, seed=502)
 #
 # Row i of the weights answers "where does token i look?" — it must be a
 # distribution over the keys, so the softmax runs over the **last** dim (-1). A
-# softmax over dim 0 (or -2) would instead make each *key* column sum to 1: "how
-# is key j shared among the queries", which is not what attention mixes.
+# softmax over the query dim (-2) would instead make each *key* column sum to 1:
+# "how is key j shared among the queries", which is not what attention mixes.
+# For one (T, T) matrix dim -2 is dim 0; on (B, H, T, T) scores dim 0 is the
+# batch, a third wrong answer.
 #
 # Our sample text has "bank" twice, in two meanings. Look at where each "bank"
 # looks in head 0 of layer 0, with softmax over the right and the wrong dim:
@@ -211,7 +213,20 @@ def dot_product_std(d_k, n_samples, seed):
 
 # %%
 for d_k in (1, 16, 64, 256):
-    print(d_k, dot_product_std(d_k, 20000, 0))
+    unscaled, scaled = dot_product_std(d_k, 20000, 0)
+    print(f"d_k={d_k:>3}: std of q.k {unscaled:6.2f}, / sqrt(d_k) {scaled:.2f},"
+          f" / d_k {unscaled / d_k:.3f}")
+
+# %% [markdown]
+# Dividing by d_k overshoots: the std becomes $1/\sqrt{d_k}$, so scores shrink as
+# heads widen, and the softmax of near-equal scores is nearly uniform. Here are
+# the three choices on one row of 8 scores with d_k = 64:
+
+# %%
+gen = torch.Generator().manual_seed(0)
+dots = (torch.randn(8, 64, generator=gen) * torch.randn(8, 64, generator=gen)).sum(-1)
+for label, s in [("no scaling", dots), ("/ sqrt(d_k)", dots / 8), ("/ d_k", dots / 64)]:
+    print(f"{label:12}", torch.softmax(s, -1).numpy().round(3))
 
 # %% test="test_dot_product_std_values" points=1
 """dot_product_std(64, 20000, 0) is about (8, 1)."""

@@ -91,6 +91,12 @@ check.extended_mask_random(extended_mask, seed=601)
 # probabilities (B, T, T) and its context (B, T, d). Use `self_attn.query`,
 # `.key`, `.value` (nn.Linear modules); `self_attn` itself is turned off in the
 # tests. `attention_mask` is the tokenizer's (B, T) mask, or None.
+#
+# The head size is stored on the module: `self_attn.attention_head_size` (d), as
+# is `self_attn.num_attention_heads` (H). Head h owns rows `h*d : (h+1)*d` of each
+# weight (03). For one head the scores are (B, T, T), with no head dim, so the
+# mask must be (B, 1, T): the 1 broadcasts over the queries (every query sees the
+# same padded keys) and T runs over the keys. `extended_mask(...)[:, 0]` is that.
 
 
 # %% answer="head_attention"
@@ -120,6 +126,28 @@ print(
     "largest difference to the model:",
     (probs - out.attentions[0][:, 0]).abs().max().item(),
 )
+
+# %% [markdown]
+# **The same head in einsum.** `torch.einsum` names every index, which makes the
+# shapes of attention explicit: b batch, q query, k key, d feature. The scores
+# contract d, the context contracts k:
+#
+# $$S_{bqk} = \tfrac{1}{\sqrt{d}}\sum_d Q_{bqd}K_{bkd}, \qquad
+#   C_{bqd} = \sum_k P_{bqk}V_{bkd}.$$
+#
+# `@` and einsum are the same computation; use whichever you read more easily
+# (both are accepted everywhere in this course).
+
+# %%
+d = self_attn.attention_head_size
+with torch.no_grad():
+    q = hidden @ self_attn.query.weight[:d].T + self_attn.query.bias[:d]  # (B, T, d)
+    k = hidden @ self_attn.key.weight[:d].T + self_attn.key.bias[:d]
+    v = hidden @ self_attn.value.weight[:d].T + self_attn.value.bias[:d]
+    p = torch.einsum("bqd,bkd->bqk", q, k).div(math.sqrt(d)).softmax(-1)
+    c = torch.einsum("bqk,bkd->bqd", p, v)
+print("einsum vs your head_attention:", (p - probs).abs().max().item(),
+      (c - context).abs().max().item())
 
 # %% test="test_head_attention_shapes" points=1
 """head_attention returns probs (B, T, T) and context (B, T, d)."""

@@ -24,9 +24,17 @@
 #   `LayerNorm(x + sublayer(x))`. (Many newer models are *pre-LN*,
 #   `x + sublayer(LayerNorm(x))`; BERT is not.)
 # * **GELU**, exact (`erf`) form, in the feed-forward, which widens D to the
-#   intermediate size (1536 here, 3072 in bert-base) and back.
+#   intermediate size (1536 here, 3072 in bert-base) and back:
+#   $\operatorname{gelu}(x) = x \cdot \Phi(x) = \tfrac{x}{2}\,(1 + \operatorname{erf}(x/\sqrt{2}))$.
+#   Many implementations (GPT-2, `F.gelu(x, approximate="tanh")`) use the tanh
+#   approximation $\tfrac{x}{2}(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715x^3)))$;
+#   the two differ by up to about 1e-3 (printed below), enough to miss the
+#   model's numbers.
 #
-# Dropout sits after each sublayer during training; at inference it is off.
+# Dropout (training only; at inference it is off) sits in three places in BERT:
+# on the sum of the embeddings, on the attention probabilities, and on each
+# sublayer's output before the residual is added.
+#
 # By the end of this notebook your own code reproduces every one of the model's
 # `hidden_states`.
 
@@ -46,6 +54,13 @@ with torch.no_grad():
 print(tokenizer.convert_ids_to_tokens(enc["input_ids"][0]))
 print("token types:", enc["token_type_ids"][0].tolist())
 print(model.encoder.layer[0])
+
+
+# %%
+x = torch.linspace(-4, 4, 801)
+exact, tanh = F.gelu(x), F.gelu(x, approximate="tanh")
+print("erf form at 1.0:", exact[500].item(), " by hand:", (0.5 * (1 + math.erf(1 / math.sqrt(2)))))
+print("largest gap between the erf and tanh forms:", (exact - tanh).abs().max().item())
 
 # %% [markdown]
 # ## 1. Embeddings
@@ -102,14 +117,18 @@ check.embeddings_forward_random(embeddings_forward, seed=701)
 # `LayerNorm(x + dense(context))`.
 #
 # **Exercise 2.** Write `attention_block(hidden, attention, attention_mask=None)`
-# with `attention = layer.attention`, returning (B, T, D). Compute the
-# self-attention by hand (as in 06 — you may define a helper in the same cell);
-# calling `attention`, `attention.self` or `attention.output` is turned off.
+# with `attention = layer.attention`, returning (B, T, D). First write the helper
+# `self_attention(hidden, self_attn, attention_mask=None)`: all heads' context,
+# merged to (B, T, D), by hand from `self_attn.query`, `.key` and `.value` (06's
+# `multi_head_attention`, without the probabilities). Then the block itself: the
+# output `dense`, the residual and the `LayerNorm`. Calling `attention`,
+# `attention.self` or `attention.output` is turned off.
 
 
 # %% answer="attention_block"
 def self_attention(hidden, self_attn, attention_mask=None):
     """All heads' merged context (B, T, D), by hand (as in 06)."""
+    ### BEGIN SOLUTION
     B, T, D = hidden.shape
     H = self_attn.num_attention_heads
     d = D // H
@@ -124,6 +143,7 @@ def self_attention(hidden, self_attn, attention_mask=None):
         scores = scores + pad * torch.finfo(scores.dtype).min
     probs = torch.softmax(scores, dim=-1)
     return (probs @ v).transpose(1, 2).reshape(B, T, D)
+    ### END SOLUTION
 
 
 def attention_block(hidden, attention, attention_mask=None):

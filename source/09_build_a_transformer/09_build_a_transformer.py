@@ -11,8 +11,8 @@
 #
 # You have taken BERT apart; now build the parts yourself as `nn.Module`s, check
 # them against PyTorch's own `nn.MultiheadAttention` and
-# `nn.TransformerEncoderLayer`, and train a tiny model on a task that needs word
-# order — once with positions and once without.
+# `nn.TransformerEncoderLayer`, and train a tiny causal model on a task that needs
+# word order — once with positions and once without.
 
 # %%
 import math
@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course.checks import transformer as check
-from course.data import next_token_task
+from course.data import ECHO_LAG, ECHO_LEN, ECHO_VOCAB, echo_task
 
 # %% [markdown]
 # ## 1. Multi-head self-attention as a module
@@ -32,8 +32,12 @@ from course.data import next_token_task
 # `out_proj`. `forward(x, mask=None)` takes x (B, T, D) and an optional bool mask,
 # (T, T) or (B, T, T), **True where a query may attend a key**, and returns
 # `(out (B, T, D), probs (B, H, T, T))`: the same computation as 06 plus the
-# output projection. (PyTorch's own `attn_mask` uses the opposite convention:
-# True there means *blocked*.)
+# output projection.
+#
+# Bool masks are a trap, because PyTorch itself uses both conventions:
+# `F.scaled_dot_product_attention(attn_mask=...)` reads True as *may attend* (ours),
+# while `nn.MultiheadAttention` and `nn.TransformerEncoderLayer` read True in
+# `attn_mask` / `src_mask` as *blocked*. Check which one a function wants.
 
 
 # %% answer="MultiHeadSelfAttention"
@@ -100,7 +104,11 @@ check.mhsa_random(MultiHeadSelfAttention, seed=901)
 # MultiHeadSelfAttention), `norm1`, `norm2` (LayerNorm) and `ff` =
 # `nn.Sequential(Linear(D, d_ff), ReLU(), Linear(d_ff, D))`, with no dropout.
 #
-# * `norm_first=False` (post-LN, BERT): `x = norm1(x + attn(x))`, then
+# The feed-forward uses ReLU, as torch's `TransformerEncoderLayer` does by default
+# (the oracle below); BERT's own feed-forward uses GELU (07).
+#
+# * `norm_first=False` (post-LN, the arrangement of BERT and the original
+#   Transformer): `x = norm1(x + attn(x))`, then
 #   `x = norm2(x + ff(x))`.
 # * `norm_first=True` (pre-LN, GPT-2 and most newer models): `x = x + attn(norm1(x))`,
 #   then `x = x + ff(norm2(x))`. Pre-LN keeps an un-normalised residual path from
@@ -148,23 +156,32 @@ check.block_random(EncoderBlock, seed=902)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 3. Train a tiny transformer on a task that needs order
+# ## 3. Train a tiny causal transformer on a task that needs order
 #
-# The task (`course.data.next_token_task`): a row of random tokens, and at each
-# position the target is the **next** token. Attention without positions sees a
-# bag of tokens (08): it knows which tokens are there, not which one comes next.
+# The task (`course.data.echo_task`): a row of 16 random tokens out of 16, and at
+# each position the target is the token from **3 steps earlier** (the first three
+# targets are -100, ignored by `cross_entropy`). The model is *causal*: position t
+# may attend only positions ≤ t, as a language model reads. To answer, it must
+# find the token exactly 3 steps back, and without positions every earlier token
+# looks alike (08): it can learn which tokens it has seen, not when.
+#
+# `TinyTransformer` is given: an embedding, optional sinusoidal positions, two of
+# **your** pre-LN `EncoderBlock`s with a causal mask, and a linear head.
 #
 # **Exercise 3.** Write `train_tiny_transformer(seed, use_positions=True)`
 # returning `(model, history)`:
 #
-# * `model(tokens)` maps (B, T) token ids to (B, T, vocab) logits and has int
-#   attributes `vocab_size` and `seq_len` (the task's sizes);
+# * build `TinyTransformer(ECHO_VOCAB, ECHO_LEN, d_model=64, num_heads=4,
+#   use_positions=use_positions)` and train it with Adam, learning rate 3e-3, for
+#   150 steps, each on a fresh batch of 64 from `echo_task(64, generator)`;
 # * `history` is a dict with at least `"loss"`: the training loss per step;
-# * the same seed gives the same run; it finishes in seconds on a CPU;
-# * with positions, held-out next-token accuracy reaches 90%; without, it cannot.
+# * the same seed gives the same run (seed torch and your generator from it); it
+#   takes a few seconds on a CPU;
+# * with positions, held-out accuracy reaches 90%; without, it stays far below
+#   (the tests check at most 50%, and the run above stays near 25%).
 
 
-# %% answer="train_tiny_transformer"
+# %%
 def sinusoids(T, D):
     """Sinusoidal positions (T, D), as in 08."""
     pos = torch.arange(T, dtype=torch.float32)[:, None]
@@ -175,15 +192,12 @@ def sinusoids(T, D):
 
 
 class TinyTransformer(nn.Module):
-    """Embedding (+ positions), two pre-LN blocks, a linear head."""
+    """Embedding (+ positions), two causal pre-LN blocks, a linear head."""
 
     def __init__(self, vocab_size, seq_len, d_model, num_heads, use_positions):
         super().__init__()
-        self.vocab_size, self.seq_len, self.use_positions = (
-            vocab_size,
-            seq_len,
-            use_positions,
-        )
+        self.vocab_size, self.seq_len = vocab_size, seq_len
+        self.use_positions = use_positions
         self.embed = nn.Embedding(vocab_size, d_model)
         self.register_buffer("positions", sinusoids(seq_len, d_model))
         self.blocks = nn.ModuleList(
@@ -192,31 +206,30 @@ class TinyTransformer(nn.Module):
         self.head = nn.Linear(d_model, vocab_size)
 
     def forward(self, tokens):
+        T = tokens.shape[1]
         h = self.embed(tokens)  # (B, T, D)
         if self.use_positions:
-            h = h + self.positions[: tokens.shape[1]]
+            h = h + self.positions[:T]
+        causal = torch.ones(T, T, dtype=torch.bool).tril()  # True = may attend
         for block in self.blocks:
-            h = block(h)
+            h = block(h, causal)
         return self.head(h)  # (B, T, vocab)
 
 
+# %% answer="train_tiny_transformer"
 def train_tiny_transformer(seed, use_positions=True):
-    """Train on next_token_task; return (model, history)."""
+    """Train on echo_task; return (model, history)."""
     ### BEGIN SOLUTION
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    vocab, T = 16, 8
-    model = TinyTransformer(vocab, T, 64, 4, use_positions)
+    model = TinyTransformer(ECHO_VOCAB, ECHO_LEN, 64, 4, use_positions)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    val_x, val_y = next_token_task(
-        256, T, vocab, torch.Generator().manual_seed(seed + 1)
-    )
+    val_x, val_y = echo_task(256, torch.Generator().manual_seed(seed + 1))
     history = {"loss": [], "val_accuracy": []}
-    for step in range(60):
-        x, y = next_token_task(64, T, vocab, gen)
-        loss = F.cross_entropy(
-            model(x).reshape(-1, vocab), y.reshape(-1), ignore_index=-100
-        )
+    for step in range(150):
+        x, y = echo_task(64, gen)
+        logits = model(x)  # (B, T, vocab)
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -239,12 +252,14 @@ for use, history in runs.items():
     axes[0].plot(history["loss"], label=label)
     axes[1].plot(history.get("val_accuracy", []), label=label)
 axes[0].set(title="training loss", xlabel="step")
-axes[1].set(title="held-out next-token accuracy", xlabel="evaluation", ylim=(0, 1.05))
+axes[1].set(
+    title=f"held-out accuracy (lag {ECHO_LAG})", xlabel="evaluation", ylim=(0, 1.05)
+)
 axes[1].legend()
 plt.show()
 
 # %% test="test_train_tiny_transformer_positions" points=2
-"""With positions the model predicts the next token on held-out data (>= 90%)."""
+"""With positions the model echoes the token 3 steps back on held-out data (>= 90%)."""
 check.train_with_positions(train_tiny_transformer)
 
 # %% test="test_train_tiny_transformer_no_positions" points=1
@@ -260,8 +275,11 @@ check.train_deterministic(train_tiny_transformer, seed=0)
 # %% [markdown]
 # ## 4. What attention costs
 #
-# Every head of every example stores a (T, T) matrix of probabilities: memory
-# grows with T². With 4-byte floats, batch 8, 12 heads and T = 512 that is already
+# Computed the way this course does it (eager attention, and whatever
+# `output_attentions=True` needs), every head of every example builds a (T, T)
+# matrix of probabilities: memory grows with T². Fused kernels
+# (FlashAttention, torch's `scaled_dot_product_attention` on most backends) never
+# build it whole; 11 shows how. With 4-byte floats, batch 8, 12 heads and T = 512 that is already
 # 8·12·512²·4 bytes ≈ 100 MB — per layer.
 #
 # **Exercise 4.** Write `attention_memory(batch, heads, seq_len,

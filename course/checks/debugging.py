@@ -1,0 +1,262 @@
+"""Checks for 11_debugging.
+
+Oracles: torch's softmax over the allowed keys (float64, taken at import), the
+model's own attentions on a padded batch (for the key mask and the head split),
+torch's fused ``scaled_dot_product_attention`` (for chunked attention), and
+``nn.TransformerEncoderLayer`` (a position table must break its symmetry).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+import torch.nn.functional as F
+
+from . import (
+    call,
+    expect_close,
+    expect_finite,
+    expect_shape,
+    expect_tensor,
+    fail,
+    is_close,
+)
+from .oracles import course_case, random_cases
+
+_softmax = torch.softmax
+_sdpa = F.scaled_dot_product_attention
+
+NAN_ROWS = "a row whose keys are all masked gives NaN: softmax of a row of -inf is 0/0. Give such rows zeros."
+LEAKS = "a row whose keys are all masked still spreads weight over them (a large negative fill or bias leaves a softmax of equal, or shifted, scores); it should be all zeros."
+INVERTED = "the mask is inverted: True means the query may attend that key, so fill where the mask is False."
+HALF = "in float16 a fill like -1e9 is -inf (float16 stops at 65504), and 0 * -inf is NaN; fill with torch.finfo(scores.dtype).min, or use masked_fill/where."
+KEYS_INVERTED = "the mask is inverted: it is True at the padding. attention_mask is 1 at real tokens, and True must mean may attend."
+MIXED = "x.view(B, H, T, d) reads each token's features as if they were laid out head by head across tokens, so heads and tokens are mixed. View as (B, T, H, d), then transpose(1, 2)."
+PER_BLOCK = "each block of keys is normalised on its own; keep a running max and sum across blocks, and rescale what you summed so far when the max grows."
+NO_SCALE = "missing 1/sqrt(d): divide the scores by the square root of the head size."
+FUSED = (
+    "Write the blocks by hand: torch's fused attention is turned off for this exercise."
+)
+
+
+def masked_oracle(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1):
+    """Softmax over the allowed entries (float64); rows with none give zeros."""
+    s = scores.double().masked_fill(~mask, -math.inf)
+    return torch.nan_to_num(_softmax(s, dim), nan=0.0)
+
+
+def _expect_masked(fn, scores, mask, dim: int = -1) -> None:
+    got = call(fn, scores.clone(), mask.clone(), dim=dim, name="masked_softmax")
+    name = f"masked_softmax on {scores.dtype} scores {tuple(scores.shape)}"
+    got = expect_shape(got, scores.shape, name)
+    if got.dtype != scores.dtype:
+        fail(f"{name} is {got.dtype}; the result should keep the scores' dtype.")
+    full = torch.broadcast_to(mask, scores.shape)
+    empty = torch.broadcast_to(~full.any(dim, keepdim=True), scores.shape)
+    want = masked_oracle(scores, mask, dim)
+    tol = 2e-3 if scores.dtype == torch.float16 else 1e-5
+    if bool(empty.any()) and is_close(got[~empty], want[~empty], tol, tol):
+        if bool(got[empty].isnan().all()):
+            fail(f"{name} is wrong: {NAN_ROWS}")
+        if bool(got[empty].isfinite().all() and got[empty].any()):
+            fail(f"{name} is wrong: {LEAKS}")
+    if scores.dtype == torch.float16 and bool(got[~empty].isnan().any()):
+        fail(f"{name} is wrong: {HALF}")
+    s = scores.double().masked_fill(full, -math.inf)
+    wrong = {INVERTED: torch.nan_to_num(_softmax(s, dim))}
+    expect_close(got, want, name, atol=tol, rtol=tol, diagnose=wrong, what="torch")
+
+
+def _scores(gen, shape, scale: float, dtype=torch.float32):
+    return (torch.randn(shape, generator=gen, dtype=torch.float64) * scale).to(dtype)
+
+
+def _padding(gen, B: int, Tk: int) -> torch.Tensor:
+    lengths = torch.randint(1, Tk + 1, (B,), generator=gen)
+    lengths[0] = Tk
+    return (torch.arange(Tk) < lengths[:, None])[:, None, None, :]  # (B, 1, 1, Tk)
+
+
+def masked_softmax_values(fn) -> None:
+    """A padding mask, every query with something to attend."""
+    gen = torch.Generator().manual_seed(1101)
+    scores = _scores(gen, (3, 2, 5, 7), 3.0)
+    _expect_masked(fn, scores, _padding(gen, 3, 7))
+
+
+def masked_softmax_empty_rows(fn) -> None:
+    """Queries with no allowed key get zeros, not NaN."""
+    gen = torch.Generator().manual_seed(1102)
+    scores = _scores(gen, (2, 6, 6), 2.0)
+    mask = torch.rand(2, 6, 6, generator=gen) < 0.6
+    mask[0, 1], mask[1, 4], mask[1, 0] = False, False, True
+    _expect_masked(fn, scores, mask)
+
+
+def masked_softmax_half(fn) -> None:
+    """float16 scores up to 3e4, with empty rows: finite, right, still float16."""
+    gen = torch.Generator().manual_seed(1103)
+    scores = _scores(gen, (2, 4, 9), 1e4, torch.float16)
+    mask = torch.rand(2, 4, 9, generator=gen) < 0.5
+    mask[0, 2] = False
+    mask[1, :, 0] = True
+    _expect_masked(fn, scores, mask)
+
+
+def masked_softmax_random(fn, seed: int) -> None:
+    """Other shapes, dims, dtypes and broadcast masks."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    for i in range(5):
+        shape = [rng.randint(1, 4) for _ in range(rng.randint(1, 2))]
+        shape += [rng.randint(2, 9), rng.randint(2, 9)]
+        dtype = rng.choice([torch.float16, torch.float32, torch.float64])
+        scale = 1e4 if dtype == torch.float16 else rng.choice([1.0, 1e3, 1e6])
+        mask_shape = list(shape)
+        mask_shape[rng.randrange(len(shape) - 2)] = 1  # broadcast over a batch dim
+        mask = torch.rand(mask_shape, generator=gen) < 0.6
+        dim = rng.choice([-1, -1, len(shape) - 2])
+        if i < 2:  # a first row with nothing allowed, a last one with something
+            index, other = [slice(None)] * mask.dim(), -2 if dim == -1 else -1
+            index[other] = 0
+            mask[tuple(index)] = False
+            index[other], index[-3 - other] = -1, 0
+            mask[tuple(index)] = True
+        _expect_masked(fn, _scores(gen, shape, scale, dtype), mask, dim)
+
+
+def _expect_key_mask(fn, case) -> None:
+    got = call(fn, case.mask.clone(), name="key_mask")
+    got = expect_tensor(got, "key_mask(attention_mask)")
+    if got.dtype != torch.bool:
+        fail(
+            f"key_mask should give a bool tensor (True = may attend), not {got.dtype}."
+        )
+    q, k, _ = case.qkv()  # (B, H, T, d)
+    scores = q @ k.mT / math.sqrt(case.d)  # (B, H, T, T)
+    B, T = case.mask.shape
+    try:
+        full = torch.broadcast_to(got, scores.shape)
+    except RuntimeError:
+        full = None
+    if full is None or tuple(got.shape[-3:-1]) not in {(1, 1), ()}:
+        fail(
+            f"key_mask gives shape {tuple(got.shape)}; it should be (B, 1, 1, T) = "
+            f"{(B, 1, 1, T)}, so that it broadcasts over heads and queries."
+        )
+    wrong = {KEYS_INVERTED: masked_oracle(scores, case.mask[:, None, None, :] == 0)}
+    expect_close(
+        masked_oracle(scores, full),
+        case.probs,
+        "the attention with your key_mask",
+        diagnose=wrong,
+        what="the model's attentions",
+    )
+
+
+def key_mask_values(fn) -> None:
+    """On a padded batch of the course model, the model's own attentions."""
+    _expect_key_mask(fn, course_case(padded=True))
+
+
+def key_mask_random(fn, seed: int) -> None:
+    """Tiny BERTs of other sizes on padded random batches."""
+    for case in random_cases(seed):
+        _expect_key_mask(fn, case)
+
+
+def _expect_split(fn, case) -> None:
+    B, T, D = case.hidden.shape
+    with torch.no_grad():
+        x = case.self_attn.query(case.hidden), case.self_attn.key(case.hidden)
+    got = [call(fn, t.clone(), case.H, name="fixed_split_heads") for t in x]
+    for g in got:
+        expect_shape(g, (B, case.H, T, case.d), "fixed_split_heads(x, num_heads)")
+    scores = got[0] @ got[1].mT / math.sqrt(case.d)  # (B, H, T, T)
+    allowed = case.mask.bool()[:, None, None, :]
+    view = [t.reshape(B, case.H, T, case.d) for t in x]  # the bug, for its message
+    wrong = {MIXED: masked_oracle(view[0] @ view[1].mT / math.sqrt(case.d), allowed)}
+    expect_close(
+        masked_oracle(scores, allowed),
+        case.probs,
+        "the attention of your split Q and K",
+        diagnose=wrong,
+        what="the model's attentions",
+    )
+
+
+def fixed_split_heads_values(fn) -> None:
+    """Layer 0's Q and K of the course model, split: the model's attentions."""
+    _expect_split(fn, course_case(padded=True))
+
+
+def fixed_split_heads_random(fn, seed: int) -> None:
+    """Tiny BERTs with other head counts and sizes."""
+    for case in random_cases(seed):
+        _expect_split(fn, case)
+
+
+def _expect_table(fn, T: int, D: int) -> torch.Tensor:
+    got = call(fn, T, D, name="position_table")
+    name = f"position_table({T}, {D})"
+    got = expect_shape(got, (T, D), name)
+    if not got.is_floating_point():
+        fail(f"{name} should hold floats, not {got.dtype}.")
+    expect_finite(got, name)
+    got = got.double()
+    if float(got.abs().max()) > 10:
+        fail(
+            f"{name} reaches {float(got.abs().max()):.3g}: values that grow with the "
+            "position swamp the token embeddings (about 1 in size). Keep them bounded."
+        )
+    gaps = torch.cdist(got, got) + torch.eye(T, dtype=got.dtype) * 1e9
+    if float(gaps.min()) < 1e-3:
+        i, j = divmod(int(gaps.argmin()), T)
+        same = (
+            "every row is zero"
+            if float(got.abs().max()) < 1e-9
+            else (f"rows {i} and {j} are the same")
+        )
+        fail(
+            f"{name}: {same}, so the model still cannot tell those positions apart "
+            "(attention alone sees a bag of tokens). Give every position its own row."
+        )
+    return got
+
+
+def position_table_distinct(fn) -> None:
+    """(T, D) floats, bounded, one distinct row per position."""
+    _expect_table(fn, 12, 32)
+
+
+def _breaks_symmetry(table: torch.Tensor, seed: int) -> bool:
+    """Does a transformer layer, positions added, notice a permutation of its input?"""
+    T, D = table.shape
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    heads = next(h for h in (4, 2, 1) if D % h == 0)
+    layer = torch.nn.TransformerEncoderLayer(D, heads, 2 * D, 0.0, batch_first=True)
+    x = torch.randn(1, T, D, generator=gen, dtype=torch.float64)
+    perm = torch.randperm(T, generator=gen)
+    while T > 1 and bool((perm == torch.arange(T)).all()):
+        perm = torch.randperm(T, generator=gen)
+    with torch.no_grad():
+        layer = layer.double().eval()
+        a = layer(x + table)[:, perm]
+        b = layer(x[:, perm] + table)
+    return not torch.allclose(a, b, atol=1e-6)
+
+
+def position_table_random(fn, seed: int) -> None:
+    """Other sizes: rows distinct, and a layer sees the order of its input."""
+    rng = random.Random(seed)
+    for i in range(4):
+        T, D = rng.randint(2, 40), rng.choice([8, 16, 24, 64])
+        table = _expect_table(fn, T, D)
+        if not _breaks_symmetry(table, seed + i):
+            fail(
+                f"With position_table({T}, {D}) added, a transformer layer still "
+                "gives the same outputs, reordered, for reordered tokens."
+            )

@@ -1,0 +1,98 @@
+"""Oracle helpers shared by the per-notebook checks.
+
+* :class:`Case`: one run of a model on a (padded) batch, with what the model itself
+  computed at one layer: the layer's input, its attention probabilities, and the
+  self-attention module's output (captured by a forward hook).
+* :func:`course_case` / :func:`random_cases`: that run on the course model and the
+  sample text, or on tiny BERTs of random sizes and padded random batches.
+* :func:`sample_qk`: bertviz's neuron-view queries and keys of a text.
+
+Every value here comes from the model or bertviz, never from a solution.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn.functional as F
+
+from .. import data, models
+from . import call, forbid, random_batch, random_tiny_bert
+
+BY_HAND = "Compute attention by hand from self_attn.query/key/value: calling the attention module (or torch's fused attention) is the shortcut this exercise turns off."
+
+
+class Case:
+    """One oracle run: a model, a layer, a batch and what the model computed."""
+
+    def __init__(self, model, layer: int, input_ids, attention_mask):
+        self.model, self.layer = model, layer
+        self.mask = attention_mask
+        self.self_attn = model.encoder.layer[layer].attention.self
+        seen = {}
+
+        def keep(_module, _inputs, output) -> None:  # returns None: output unchanged
+            seen["ctx"] = output[0]
+
+        hook = self.self_attn.register_forward_hook(keep)
+        with torch.no_grad():
+            out = model(input_ids=input_ids, attention_mask=attention_mask)
+        hook.remove()
+        self.hidden = out.hidden_states[layer]  # (B, T, D)
+        self.probs = out.attentions[layer]  # (B, H, T, T)
+        self.context = seen["ctx"]  # (B, T, D)
+        c = model.config
+        self.H, self.d = c.num_attention_heads, c.hidden_size // c.num_attention_heads
+
+    def qkv(self, head: int | None = None):
+        """Q, K, V as (B, H, T, d), or (B, T, d) for one head (from the linears)."""
+        B, T, _ = self.hidden.shape
+        with torch.no_grad():
+            q, k, v = (
+                lin(self.hidden).view(B, T, self.H, self.d).transpose(1, 2)
+                for lin in (
+                    self.self_attn.query,
+                    self.self_attn.key,
+                    self.self_attn.value,
+                )
+            )
+        return (q, k, v) if head is None else (q[:, head], k[:, head], v[:, head])
+
+    def run(self, fn, *args, name: str):
+        """Call the student's function with the module's shortcuts turned off."""
+        targets = [
+            (self.self_attn, "forward"),
+            (F, "scaled_dot_product_attention"),
+            (torch.nn.MultiheadAttention, "forward"),
+        ]
+        with forbid(targets, BY_HAND):
+            return call(fn, self.hidden.clone(), self.self_attn, *args, name=name)
+
+
+def course_case(padded: bool = False, text: str = data.SAMPLE_TEXT) -> Case:
+    """Layer 0 of the course model on ``text`` (and a short text, padded)."""
+    tok = models.load_tokenizer()
+    texts = [text, "A short one."] if padded else [text]
+    enc = tok(texts, padding=True, return_tensors="pt")
+    return Case(models.oracle_model(), 0, enc["input_ids"], enc["attention_mask"])
+
+
+def random_cases(seed: int, n: int = 3):
+    """Tiny BERTs of other sizes, at a random layer, on padded random batches."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        model = random_tiny_bert(rng)
+        ids, _, mask = random_batch(rng)
+        yield Case(model, rng.randrange(model.config.num_hidden_layers), ids, mask)
+
+
+def sample_qk(layer: int = 0, text: str = data.SAMPLE_TEXT):
+    """bertviz's neuron-view queries and keys of ``text``, (1, H, T, d) each."""
+    nv_model, _ = models.neuron_view_model(models.oracle_model())
+    enc = models.load_tokenizer()(text, return_tensors="pt")
+    with torch.no_grad():
+        entry = nv_model(enc["input_ids"], token_type_ids=enc["token_type_ids"])[-1][
+            layer
+        ]
+    return entry["queries"], entry["keys"]
