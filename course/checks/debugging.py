@@ -193,8 +193,8 @@ def fixed_split_heads_values(fn) -> None:
 
 
 def fixed_split_heads_random(fn, seed: int) -> None:
-    """Tiny BERTs with other head counts and sizes."""
-    for case in random_cases(seed):
+    """Tiny BERTs with other head counts (two or more: one head hides the bug)."""
+    for case in random_cases(seed, heads=(2, 3, 4)):
         _expect_split(fn, case)
 
 

@@ -78,11 +78,11 @@ def course_case(padded: bool = False, text: str = data.SAMPLE_TEXT) -> Case:
     return Case(models.oracle_model(), 0, enc["input_ids"], enc["attention_mask"])
 
 
-def random_cases(seed: int, n: int = 3):
+def random_cases(seed: int, n: int = 3, heads=(1, 2, 3, 4)):
     """Tiny BERTs of other sizes, at a random layer, on padded random batches."""
     rng = random.Random(seed)
     for _ in range(n):
-        model = random_tiny_bert(rng)
+        model = random_tiny_bert(rng, heads)
         ids, _, mask = random_batch(rng)
         yield Case(model, rng.randrange(model.config.num_hidden_layers), ids, mask)
 

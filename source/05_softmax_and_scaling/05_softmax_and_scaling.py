@@ -214,8 +214,10 @@ def dot_product_std(d_k, n_samples, seed):
 # %%
 for d_k in (1, 16, 64, 256):
     unscaled, scaled = dot_product_std(d_k, 20000, 0)
-    print(f"d_k={d_k:>3}: std of q.k {unscaled:6.2f}, / sqrt(d_k) {scaled:.2f},"
-          f" / d_k {unscaled / d_k:.3f}")
+    print(
+        f"d_k={d_k:>3}: std of q.k {unscaled:6.2f}, / sqrt(d_k) {scaled:.2f},"
+        f" / d_k {unscaled / d_k:.3f}"
+    )
 
 # %% [markdown]
 # Dividing by d_k overshoots: the std becomes $1/\sqrt{d_k}$, so scores shrink as

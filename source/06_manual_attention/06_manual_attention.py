@@ -146,8 +146,11 @@ with torch.no_grad():
     v = hidden @ self_attn.value.weight[:d].T + self_attn.value.bias[:d]
     p = torch.einsum("bqd,bkd->bqk", q, k).div(math.sqrt(d)).softmax(-1)
     c = torch.einsum("bqk,bkd->bqd", p, v)
-print("einsum vs your head_attention:", (p - probs).abs().max().item(),
-      (c - context).abs().max().item())
+print(
+    "einsum vs your head_attention:",
+    (p - probs).abs().max().item(),
+    (c - context).abs().max().item(),
+)
 
 # %% test="test_head_attention_shapes" points=1
 """head_attention returns probs (B, T, T) and context (B, T, d)."""

@@ -59,7 +59,12 @@ print(model.encoder.layer[0])
 # %%
 x = torch.linspace(-4, 4, 801)
 exact, tanh = F.gelu(x), F.gelu(x, approximate="tanh")
-print("erf form at 1.0:", exact[500].item(), " by hand:", (0.5 * (1 + math.erf(1 / math.sqrt(2)))))
+print(
+    "erf form at 1.0:",
+    exact[500].item(),
+    " by hand:",
+    (0.5 * (1 + math.erf(1 / math.sqrt(2)))),
+)
 print("largest gap between the erf and tanh forms:", (exact - tanh).abs().max().item())
 
 # %% [markdown]

@@ -277,7 +277,7 @@ check.fixed_split_heads_random(fixed_split_heads, seed=1123)
 
 # %%
 class EchoModel(nn.Module):
-    def __init__(self, positions=None, d_model=32, heads=4):
+    def __init__(self, positions=None, d_model=64, heads=4):
         super().__init__()
         self.embed = nn.Embedding(data.ECHO_VOCAB, d_model)
         self.positions = positions
@@ -300,7 +300,7 @@ class EchoModel(nn.Module):
         return self.head(h)  # (B, T, vocab)
 
 
-def train_echo(positions, steps=150, lr=3e-3):
+def train_echo(positions, steps=60, lr=5e-3):
     torch.manual_seed(0)  # both runs start from the same weights and data
     gen = torch.Generator().manual_seed(0)
     net = EchoModel(positions)
@@ -348,7 +348,7 @@ def position_table(seq_len, d_model):
 
 
 # %%
-with_positions = train_echo(position_table(data.ECHO_LEN, 32))
+with_positions = train_echo(position_table(data.ECHO_LEN, 64))
 plt.plot(no_positions, label="no positions")
 plt.plot(with_positions, label="your position_table")
 plt.xlabel("step")
