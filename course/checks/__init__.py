@@ -219,7 +219,8 @@ def expect_close(
         How to name the value in the message.
     diagnose : dict, optional
         ``{message: wrong_value}``: what a known misconception would have produced.
-        If ``actual`` matches one of them, that message is the verdict.
+        If ``actual`` matches one of them, that message is the verdict (all of
+        them, where on this input several give the same numbers).
     what : str
         What ``expected`` comes from, e.g. "the model's attentions".
     """
@@ -228,9 +229,13 @@ def expect_close(
         fail(f"{name} should hold floats, but its dtype is {actual.dtype}.")
     if is_close(actual, expected, atol, rtol):
         return
-    for message, wrong in (diagnose or {}).items():
-        if wrong.shape == expected.shape and _same_mistake(actual, wrong, atol, rtol):
-            fail(f"{name} is wrong: {message}")
+    named = [
+        message
+        for message, wrong in (diagnose or {}).items()
+        if wrong.shape == expected.shape and _same_mistake(actual, wrong, atol, rtol)
+    ]
+    if named:  # on some inputs two mistakes give the same numbers: name both
+        fail(f"{name} is wrong: {' Or: '.join(named)}")
     expect_finite(actual, name)
     fail(
         f"{name} does not match {what}: the largest difference is "
