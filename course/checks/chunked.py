@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import call, expect_close, expect_shape, fail, forbid, is_close
-from .debugging import FUSED, NO_SCALE, PER_BLOCK
+from .attention import NO_SCALE
+from .debugging import FUSED, PER_BLOCK
 
 _sdpa = F.scaled_dot_product_attention
 

@@ -35,7 +35,6 @@ HALF = "in float16 a fill like -1e9 is -inf (float16 stops at 65504), and 0 * -i
 KEYS_INVERTED = "the mask is inverted: it is True at the padding. attention_mask is 1 at real tokens, and True must mean may attend."
 MIXED = "x.view(B, H, T, d) reads each token's features as if they were laid out head by head across tokens, so heads and tokens are mixed. View as (B, T, H, d), then transpose(1, 2)."
 PER_BLOCK = "each block of keys is normalised on its own; keep a running max and sum across blocks, and rescale what you summed so far when the max grows."
-NO_SCALE = "missing 1/sqrt(d): divide the scores by the square root of the head size."
 FUSED = (
     "Write the blocks by hand: torch's fused attention is turned off for this exercise."
 )

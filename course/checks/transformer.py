@@ -16,10 +16,10 @@ from torch import nn
 
 from ..data import ECHO_LEN, ECHO_VOCAB, echo_task
 from . import call, expect_close, expect_shape, fail, forbid
+from .attention import NO_SCALE
 
 BUILD = "Build attention from your own projections: torch's MultiheadAttention and fused attention are turned off while your module runs."
 INVERTED = "the mask is inverted: True means the query may attend that key."
-NO_SCALE = "missing 1/sqrt(d): divide the scores by the square root of the head size."
 
 
 def _mha_like(att, d_model: int, heads: int) -> nn.MultiheadAttention:
