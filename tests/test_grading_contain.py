@@ -38,10 +38,15 @@ def test_kernel_boxes_live_inside_the_task_box(monkeypatch):
     assert not Path(task[contain.CGROUP_ENV]).exists()
 
 
-def test_sweep_closes_boxes_of_dead_workers_only():
+def test_sweep_closes_boxes_of_dead_workers_only(monkeypatch):
+    # A folder of its own: the Dask workers of tests running at the same time sweep
+    # the machine's root, and would close this test's orphan before it does.
+    root = CGROUPS / f"course-test-{os.getpid()}"
+    root.mkdir()
+    monkeypatch.setattr(contain, "_ROOT", root)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # a pid that no longer runs: a worker that was killed
-    orphan = CGROUPS / f"course-task-{dead.pid}-0123456789ab"
+    orphan = root / f"course-task-{dead.pid}-0123456789ab"
     orphan.mkdir()
     mine = contain.open_task_box()  # this process's: alive, so left alone
     lost, kept = _sleeper({contain.CGROUP_ENV: str(orphan)}), _sleeper(mine)
@@ -53,3 +58,4 @@ def test_sweep_closes_boxes_of_dead_workers_only():
     finally:
         contain.close_box(mine)
         kept.wait()
+        contain.close_box({contain.CGROUP_ENV: str(root)})
