@@ -4,7 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup services browser lab test lint format notebooks release grade feedback report check clean
+ARGS   ?=
+
+.PHONY: help setup services browser proxy hub lab test lint format notebooks release grade feedback report check clean
 
 help:  ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -31,7 +33,16 @@ browser:  ## Install Debian's Chromium for the browser tests (needs root or sudo
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-test: setup browser services lint  ## Set up and run every test
+hub/node_modules/.bin/configurable-http-proxy: hub/package.json hub/package-lock.json
+	npm ci --prefix hub --no-audit --no-fund --loglevel=error
+	touch $@
+
+proxy: hub/node_modules/.bin/configurable-http-proxy  ## Install the hub's proxy (npm)
+
+hub: setup proxy  ## Start the course's JupyterHub (root; docs/classroom.md)
+	$(BIN)/jupyterhub -f hub/jupyterhub_config.py $(ARGS)
+
+test: setup browser services proxy lint  ## Set up and run every test
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
 
 lint: setup  ## ruff: lint and format check (no changes)

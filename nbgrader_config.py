@@ -39,6 +39,11 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
+# Late work: a submission after its due date (set in formgrader's Manage
+# Assignments, or `nbgrader db assignment add NAME --duedate=...`) scores 0 and says
+# so. nbgrader's other built-in choice is "none" (marked late, no penalty); a
+# subclass of nbgrader.plugins.LateSubmissionPlugin can take points per hour.
+c.LateSubmissionPlugin.penalty_method = "zero"
 c.GuardedExecute.memory_limit = 4.0  # GiB per kernel; peak use is under 1 GiB
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+from ipykernel.ipkernel import IPythonKernel
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {
@@ -60,9 +61,11 @@ def _nbgrader(meta: dict, kind: str, index: int) -> dict:
 def build(py_path: Path) -> nbformat.NotebookNode:
     """Read one percent file and return its nbgrader source notebook."""
     nb = jupytext.read(py_path, fmt="py:percent")
+    # The kernel's own language_info: JupyterLab writes it into a notebook whose
+    # kernel starts, so any other value marks the notebook modified on opening.
     nb.metadata = {
         "kernelspec": nb.metadata["kernelspec"],
-        "language_info": {"name": "python"},
+        "language_info": dict(IPythonKernel.language_info),
     }
     for index, cell in enumerate(nb.cells):
         meta = dict(cell.metadata)

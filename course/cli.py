@@ -40,8 +40,14 @@ def cmd_lab(args) -> int:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     cmd += args.extra
+    env = dict(os.environ)
+    student = root / "hub" / "student"  # the hub's student view: no instructor tools
+    if student.is_dir():
+        env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+            filter(None, [str(student), env.get("JUPYTER_CONFIG_PATH")])
+        )
     print("Opening", work, "in JupyterLab. Stop it with Ctrl-C.")
-    os.execv(sys.executable, cmd)
+    os.execve(sys.executable, cmd, env)
     return 0
 
 

@@ -120,3 +120,101 @@ def worker_pids(scheduler_file: Path) -> dict[str, int]:
 
     with Client(scheduler_file=str(scheduler_file), timeout=30) as client:
         return client.run(os.getpid)
+
+
+@contextlib.contextmanager
+def unix_accounts(names: list[str], homes: Path, password: str):
+    """Unix accounts of the machine (``useradd``, root only), removed afterwards;
+    yields ``{name: home folder}``."""
+    made = {}
+    try:
+        for name in names:
+            home = homes / name
+            subprocess.run(
+                [
+                    "useradd",
+                    "--create-home",
+                    "--home-dir",
+                    home,
+                    "--shell",
+                    "/bin/bash",
+                    name,
+                ],  # fmt: skip
+                check=True,
+                capture_output=True,
+            )
+            made[name] = home
+            subprocess.run(
+                ["chpasswd"], input=f"{name}:{password}", text=True, check=True
+            )
+        yield made
+    finally:
+        for name in made:
+            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+            subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+@contextlib.contextmanager
+def course_hub(folder: Path, env: dict[str, str]):
+    """The course's JupyterHub (``hub/jupyterhub_config.py``) with its proxy, on free
+    loopback ports; yields its URL once it answers."""
+    import urllib.request
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "COURSE_HUB_PORT": str(port),
+        "COURSE_HUB_API_PORT": str(free_port()),
+        "COURSE_PROXY_API_PORT": str(free_port()),
+        "COURSE_HUB_STATE": str(folder / "hub-state"),
+        **env,
+    }
+    config = Path(__file__).parents[1] / "hub" / "jupyterhub_config.py"
+    hub = subprocess.Popen(
+        [BIN / "jupyterhub", "-f", config],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(folder / "hub.log", "wb"),
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/hub/api", timeout=2)
+                break
+            except OSError:
+                if hub.poll() is not None or time.monotonic() > deadline:
+                    msg = f"the hub did not start: see {folder}/hub.log"
+                    raise RuntimeError(msg) from None
+                time.sleep(0.3)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(hub.pid, 15)
+        try:
+            hub.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(hub.pid, 9)
+            hub.wait()
+
+
+@contextlib.contextmanager
+def reachable_by_all(*paths: Path):
+    """Let every account pass through the folders above ``paths`` (``o+x``) for a
+    while: a Python under root's home (pyenv) is out of reach of students' servers."""
+    changed = {}
+    for path in paths:
+        for folder in Path(path).resolve().parents:
+            mode = folder.stat().st_mode
+            if not mode & 0o001 and folder not in changed:
+                changed[folder] = mode
+                folder.chmod(mode | 0o001)
+    try:
+        yield
+    finally:
+        for folder, mode in changed.items():
+            folder.chmod(mode)

@@ -32,10 +32,20 @@ def make_course(dest: Path, root: Path = ROOT) -> Path:
 
 def tool_env() -> dict:
     """The environment for nbgrader and the grading tools: this interpreter's
-    folder first on PATH (nbgrader runs ``alembic`` and ``jupyter`` from PATH), and
-    one thread per kernel (callers run several at once)."""
+    folder first on PATH (nbgrader runs ``alembic`` and ``jupyter`` from PATH), the
+    course's nbconvert templates first on JUPYTER_PATH (feedback/formgrader math
+    offline), and one thread per kernel (callers run several at once)."""
+    from .feedback import TEMPLATES
+
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    data = os.pathsep.join(filter(None, [TEMPLATES, os.environ.get("JUPYTER_PATH")]))
+    return {
+        **os.environ,
+        "PATH": path,
+        "JUPYTER_PATH": data,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
 
 
 def nbgrader(*args: str, root: Path, check: bool = True) -> subprocess.CompletedProcess:

@@ -12,7 +12,8 @@ a *box*, made by :func:`open_box` before the kernel starts and emptied by
 * **Otherwise** the box is a marker in the environment (``COURSE_KERNEL_BOX``):
   closing it kills the kernel's process tree and every process that carries the
   marker. A process that clears its environment and leaves the tree escapes this
-  fallback; the README says so. ``RLIMIT_NPROC`` caps processes for non-root users.
+  fallback; the README says so. ``RLIMIT_NPROC`` caps processes for non-root
+  users, above what the user already runs (the limit counts all their threads).
 
 :func:`enter_box` is what the kernel side calls on itself (the warm-kernel proxy
 or the forked kernel): join the cgroup and, as root, leave the network.
@@ -147,10 +148,28 @@ def enter_box(env: dict | os._Environ = os.environ, max_processes: int = 64) -> 
     if path:
         _join(path)
     elif os.geteuid() != 0:
-        resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
+        # RLIMIT_NPROC counts every thread of the user (the grader's workers, the
+        # other kernels, a Jupyter server), so the cap is what runs now plus room.
+        cap = _user_threads() + 4 * max_processes
+        resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
     if env.get(NO_NET_ENV) == "1" and os.geteuid() == 0:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.unshare(CLONE_NEWNET)  # a new, empty network namespace: no network
+
+
+def _user_threads() -> int:
+    """How many threads the calling process's real user runs now."""
+    uid, count = str(os.getuid()), 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text().splitlines()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status if ":" in line)
+            if fields.get("Uid", "").split()[:1] == [uid]:
+                count += int(fields.get("Threads", "1"))
+    return count
 
 
 def members(env: dict) -> set[int]:

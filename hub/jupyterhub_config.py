@@ -1,0 +1,86 @@
+"""JupyterHub for the course on one machine: ``make hub`` starts it.
+
+Who is who (environment variables, read when the hub starts):
+
+* ``COURSE_INSTRUCTORS``: Unix accounts that get formgrader and the ``course``
+  commands, in the course folder ``COURSE_ROOT`` (default: this project).
+* ``COURSE_STUDENTS``: Unix accounts that may log in as students (default: any
+  account of the machine that PAM accepts). A student's server starts in their home
+  folder with the Assignment List and Validate, and no instructor tools.
+* ``COURSE_EXCHANGE``: nbgrader's exchange, a folder every account can write
+  (default ``/srv/nbgrader/exchange``).
+
+Logging in: JupyterHub's default, PAM, so each student is an account of this
+machine, and nbgrader's exchange knows a submission by its Unix owner. A university
+switches ``c.JupyterHub.authenticator_class`` to its own (``oauthenticator``'s
+GenericOAuthenticator for a campus single sign-on, ``ldapauthenticator`` for LDAP);
+docs/classroom.md shows both, and the Kubernetes set-up.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from course.grading.feedback import TEMPLATES
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent  # the course's virtual environment
+COURSE_ROOT = Path(os.environ.get("COURSE_ROOT", HERE.parent)).resolve()
+EXCHANGE = os.environ.get("COURSE_EXCHANGE", "/srv/nbgrader/exchange")
+STATE = Path(os.environ.get("COURSE_HUB_STATE", HERE / "state"))
+
+
+def _names(variable: str) -> set[str]:
+    return set(os.environ.get(variable, "").replace(",", " ").split())
+
+
+INSTRUCTORS, STUDENTS = _names("COURSE_INSTRUCTORS"), _names("COURSE_STUDENTS")
+
+c = get_config()  # noqa: F821 - provided by JupyterHub
+
+# Where it listens: loopback unless told (a classroom puts HTTPS in front).
+c.JupyterHub.ip = os.environ.get("COURSE_HUB_IP", "127.0.0.1")
+c.JupyterHub.port = int(os.environ.get("COURSE_HUB_PORT", "8000"))
+c.JupyterHub.hub_port = int(os.environ.get("COURSE_HUB_API_PORT", "8081"))
+proxy_api = int(os.environ.get("COURSE_PROXY_API_PORT", "8001"))
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{proxy_api}"
+# The proxy is an npm package that `make hub` installs into hub/node_modules.
+c.ConfigurableHTTPProxy.command = [
+    str(HERE / "node_modules" / ".bin" / "configurable-http-proxy")
+]
+STATE.mkdir(parents=True, exist_ok=True)
+c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.pid_file = str(STATE / "proxy.pid")
+
+c.JupyterHub.authenticator_class = "pam"
+c.Authenticator.admin_users = INSTRUCTORS
+if STUDENTS:
+    c.Authenticator.allowed_users = INSTRUCTORS | STUDENTS
+else:
+    c.Authenticator.allow_all = True
+
+# Every single-user server runs in the course's environment, as its user.
+c.Spawner.cmd = [str(BIN / "jupyterhub-singleuser")]
+c.Spawner.default_url = "/lab"
+c.Spawner.start_timeout = 120  # a loaded two-core machine starts a server slowly
+c.Spawner.http_timeout = 120
+
+
+def course_roles(spawner) -> None:
+    """Instructor or student: their Jupyter configuration, folder and exchange."""
+    role = "instructor" if spawner.user.name in INSTRUCTORS else "student"
+    spawner.environment.update(
+        {
+            "JUPYTER_CONFIG_PATH": str(HERE / role),
+            "JUPYTER_PATH": TEMPLATES,  # nbconvert's MathJax from the server, not a CDN
+            "COURSE_EXCHANGE": EXCHANGE,
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        }
+    )
+    if role == "instructor":
+        spawner.notebook_dir = str(COURSE_ROOT)
+        spawner.environment["COURSE_ROOT"] = str(COURSE_ROOT)
+
+
+c.Spawner.pre_spawn_hook = course_roles

@@ -1,0 +1,333 @@
+"""The classroom end to end, on the course's JupyterHub with real processes.
+
+The hub (``hub/jupyterhub_config.py``, its npm proxy, PAM logins) runs on loopback
+with four Unix accounts made for the test: one instructor and three students.
+
+1. The instructor releases 01 and 05 to nbgrader's exchange.
+2. Ana, in Chromium through the hub's login and JupyterLab's Assignment List,
+   fetches 01, answers it, opens it (not marked modified), validates and submits.
+   Ben (partly wrong) and Cy (a loop that never ends) use the nbgrader CLI on 05;
+   Ben submits again after the due date.
+3. The instructor collects and runs ``course grade``, and looks at Cy's flagged
+   submission in formgrader, in Chromium.
+4. The instructor releases feedback; each student fetches it and sees scores and
+   verdicts, and no hidden test source.
+
+Screenshots go to ``reports/classroom/`` for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import services
+from browser import browser
+from harness import fill, reference_answers
+
+from course import grading
+
+A01, A05 = "01_config", "05_softmax_and_scaling"
+TEACHER, ANA, BEN, CY = "abh-teacher", "abh-ana", "abh-ben", "abh-cy"
+PASSWORD = "attention-by-hand"
+HERE = Path(__file__).resolve().parents[1]
+SHOTS = HERE / "reports" / "classroom"
+BIN = Path(sys.executable).parent
+RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="makes Unix accounts (root)"),
+    pytest.mark.xdist_group("classroom"),
+]
+# Ben's first 05 misses the max-subtraction, his resubmission the 1/sqrt(d_k).
+UNSTABLE = """
+def softmax(scores, dim=-1):
+    e = scores.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+"""
+UNSCALED = """
+def attention_scores(Q, K):
+    return Q @ K.transpose(-2, -1)
+"""
+FOREVER = """
+import torch
+def softmax(scores, dim=-1):
+    return torch.softmax(scores, dim=dim)
+converged = False
+while not converged:  # waits for a flag that nothing sets
+    pass
+"""
+
+
+class Classroom:
+    """The accounts, the course folder, the exchange and the hub of one class."""
+
+    def __init__(self, folder: Path, homes: dict[str, Path], url: str):
+        self.folder, self.homes, self.url = folder, homes, url
+        self.course = homes[TEACHER] / "course"
+        self.env = {
+            "PATH": f"{BIN}:/usr/bin:/bin",
+            "COURSE_EXCHANGE": str(folder / "exchange"),
+            "JUPYTER_CONFIG_PATH": str(HERE / "hub" / "student"),
+        }
+
+    def run(self, user: str, *cmd: str, cwd: Path | None = None) -> str:
+        """Run ``cmd`` as ``user`` in their home (or ``cwd``), as their server would."""
+        role = "instructor" if user == TEACHER else "student"
+        env = {
+            **self.env,
+            "HOME": str(self.homes[user]),
+            "USER": user,
+            "JUPYTER_CONFIG_PATH": str(HERE / "hub" / role),
+            "COURSE_ROOT": str(self.course),
+        }
+        proc = subprocess.run(
+            [RUNUSER, "-u", user, "--", "env", "-i"]
+            + [f"{k}={v}" for k, v in env.items()]
+            + list(cmd),
+            cwd=cwd or self.homes[user],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, f"{cmd} as {user}:\n{proc.stdout}\n{proc.stderr}"
+        return proc.stdout + proc.stderr
+
+    def teacher(self, *cmd: str) -> str:
+        return self.run(TEACHER, *cmd, cwd=self.course)
+
+    def answer(self, student: str, assignment: str, answers: dict[str, str]) -> None:
+        """Write the student's answers into the notebook they fetched."""
+        path = self.homes[student] / assignment / f"{assignment}.ipynb"
+        nb = fill(json.loads(path.read_text()), answers)
+        path.write_text(json.dumps(nb))
+        shutil.chown(path, student)
+
+
+@pytest.fixture(scope="module")
+def classroom():
+    folder = Path(tempfile.mkdtemp(prefix="course-class-"))
+    folder.chmod(0o755)
+    exchange = folder / "exchange"
+    exchange.mkdir()
+    exchange.chmod(0o777)
+    python = Path(sys.executable).resolve()
+    names = [TEACHER, ANA, BEN, CY]
+    env = {
+        "COURSE_INSTRUCTORS": TEACHER,
+        "COURSE_STUDENTS": f"{ANA} {BEN} {CY}",
+        "COURSE_EXCHANGE": str(exchange),
+    }
+    with (
+        services.reachable_by_all(python, Path(sys.base_prefix) / "lib"),
+        services.unix_accounts(names, folder / "home", PASSWORD) as homes,
+    ):
+        course = grading.make_course(homes[TEACHER] / "course")
+        subprocess.run(["chown", "-R", TEACHER, course], check=True)
+        env["COURSE_ROOT"] = str(course)
+        with services.course_hub(folder, env) as url:
+            yield Classroom(folder, homes, url)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _login(page, url: str, user: str) -> None:
+    page.goto(f"{url}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", PASSWORD)
+    page.click("#login_submit")
+    page.wait_for_selector(".jp-LabShell", timeout=180000)
+
+
+def _assignment_list(page):
+    page.click("#jp-menu-panel .lm-MenuBar-itemLabel:text('Nbgrader')")
+    page.click("li[data-command='nbgrader:open-assignment-list']")
+    page.wait_for_selector("#released_assignments_list", timeout=60000)
+
+
+def _row(page, listing: str, assignment: str):
+    """The row of ``assignment`` in the released, fetched or submitted list."""
+    row = page.locator(f"#{listing}_assignments_list > .list_item").filter(
+        has_text=assignment
+    )
+    row.first.wait_for(timeout=120000)
+    return row.first
+
+
+def _ana_fetches_answers_validates_submits(room: Classroom, page) -> dict:
+    _login(page, room.url, ANA)
+    menus = page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
+    _assignment_list(page)
+    _row(page, "released", A01).locator(".item_status button").click()
+    _row(page, "fetched", A01)
+    room.answer(ANA, A01, reference_answers(HERE, A01))
+    page.goto(f"{room.url}/user/{ANA}/lab/tree/{A01}/{A01}.ipynb")
+    page.wait_for_selector(".jp-Notebook", timeout=60000)
+    page.wait_for_timeout(3000)  # what marks a notebook modified does so on opening
+    dirty = page.locator(".lm-TabBar-tab.jp-mod-dirty").count()
+    page.click("[title='Validate Assignment']", timeout=30000)
+    dialog = page.wait_for_selector(".jp-Dialog-content", timeout=180000)
+    page.wait_for_function(
+        "!document.querySelector('.jp-Dialog-content').innerText"
+        ".includes('Validating')",
+        timeout=180000,
+    )
+    verdict = dialog.inner_text()
+    page.click(".jp-Dialog button.jp-mod-accept")
+    _assignment_list(page)
+    _row(page, "fetched", A01).locator(".item_status button:text('Submit')").click()
+    _row(page, "submitted", A01)
+    page.screenshot(path=SHOTS / "student-assignment-list.png")
+    tools = page.locator(
+        "li[data-command='nbgrader:open-formgrader'], "
+        "li[data-command='nbgrader:open-course-list']"
+    ).count()
+    return {"menus": menus, "dirty": dirty, "verdict": verdict,
+            "instructor_tools": [tools] if tools else []}  # fmt: skip
+
+
+def _teacher_opens_flagged(room: Classroom, page) -> str:
+    """Formgrader's page of Cy's flagged submission, as the instructor sees it."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{room.course / 'gradebook.db'}") as gb:
+        sub = gb.find_submission_notebook(A05, A05, CY).id
+    _login(page, room.url, TEACHER)
+    page.goto(f"{room.url}/user/{TEACHER}/formgrader/submissions/{sub}/?index=0")
+    try:
+        page.wait_for_selector("text=KeyboardInterrupt", timeout=60000)
+    finally:
+        page.screenshot(path=SHOTS / "instructor-formgrader.png", full_page=True)
+    return page.inner_text("body")
+
+
+def _feedback_html(room: Classroom, student: str, assignment: str) -> str:
+    found = sorted(room.homes[student].glob(f"{assignment}/feedback/*/*.html"))
+    assert found, f"no feedback fetched for {student}"
+    return found[-1].read_text()
+
+
+def _ana_reads_feedback(room: Classroom, page) -> str:
+    """Ana fetches her feedback from the Assignment List and opens it."""
+    _login(page, room.url, ANA)
+    _assignment_list(page)
+    row = _row(page, "submitted", A01)
+    row.locator("button:text('Fetch Feedback')").click()
+    row.locator("text=view feedback").wait_for(timeout=60000)
+    html = _feedback_html(room, ANA, A01)
+    folder = sorted(room.homes[ANA].glob(f"{A01}/feedback/*"))[-1].name
+    page.goto(f"{room.url}/user/{ANA}/files/{A01}/feedback/{folder}/{A01}.html")
+    page.wait_for_selector("text=Score", timeout=60000)
+    page.screenshot(path=SHOTS / "student-feedback.png", full_page=True)
+    return html
+
+
+def _late_penalties(room: Classroom, assignment: str) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{room.course / 'gradebook.db'}") as gb:
+        return {
+            s.student.id: s.late_submission_penalty
+            for s in gb.assignment_submissions(assignment)
+        }
+
+
+def _ben_and_cy_submit(room: Classroom) -> None:
+    right = reference_answers(HERE, A05)
+    for student in (BEN, CY):
+        room.run(student, f"{BIN}/nbgrader", "fetch_assignment", A05)
+    room.answer(CY, A05, {**right, "softmax": FOREVER})
+    room.run(CY, f"{BIN}/nbgrader", "submit", A05)
+    room.answer(BEN, A05, {**right, "softmax": UNSTABLE})
+    room.run(BEN, f"{BIN}/nbgrader", "submit", A05)
+    due = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    room.teacher(f"{BIN}/nbgrader", "db", "assignment", "add", A05, f"--duedate={due}")
+    time.sleep(1.5)
+    room.answer(BEN, A05, {**right, "attention_scores": UNSCALED})
+    room.run(BEN, f"{BIN}/nbgrader", "submit", A05)
+
+
+def _together(*calls) -> None:
+    """Run the calls at once, as several people would; raise the first failure."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        for future in [pool.submit(call) for call in calls]:
+            future.result()
+
+
+def test_release_submit_grade_feedback(classroom):
+    room, started = classroom, time.monotonic()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    room.teacher(f"{BIN}/course", "release", A01, A05)
+    _together(
+        *[lambda n=n: room.teacher(f"{BIN}/nbgrader", "release_assignment", n)
+          for n in (A01, A05)]
+    )  # fmt: skip
+
+    steps = {"released": time.monotonic() - started}
+    others = threading.Thread(target=_ben_and_cy_submit, args=(room,))
+    others.start()
+    with browser() as (ctx, blocked):
+        seen = _ana_fetches_answers_validates_submits(room, ctx.new_page())
+    others.join()
+    steps["submitted"] = time.monotonic() - started
+
+    # The instructor collects and grades.
+    _together(
+        *[lambda n=n: room.teacher(f"{BIN}/nbgrader", "collect", n) for n in (A01, A05)]
+    )
+    graded = room.teacher(f"{BIN}/course", "grade", A01, A05, "--cell-timeout", "15")
+    steps["graded"] = time.monotonic() - started
+    scores = {name: grading.cell_scores(room.course, name) for name in (A01, A05)}
+    with browser() as (ctx, blocked_too):
+        flagged = _teacher_opens_flagged(room, ctx.new_page())
+
+    steps["formgrader"] = time.monotonic() - started
+    # Feedback: released by the instructor, fetched by each student.
+    room.teacher(f"{BIN}/course", "feedback", A01, A05)
+    _together(
+        *[lambda n=n: room.teacher(f"{BIN}/nbgrader", "release_feedback", n)
+          for n in (A01, A05)]
+    )  # fmt: skip
+    fetching = threading.Thread(
+        target=_together,
+        args=[lambda s=s: room.run(s, f"{BIN}/nbgrader", "fetch_feedback", A05)
+              for s in (BEN, CY)],
+    )  # fmt: skip
+    fetching.start()
+    with browser() as (ctx, blocked_three):
+        ana_feedback = _ana_reads_feedback(room, ctx.new_page())
+    fetching.join()
+    pages = {s: _feedback_html(room, s, A05) for s in (BEN, CY)} | {ANA: ana_feedback}
+    steps["feedback read"] = time.monotonic() - started
+    print("classroom flow, seconds from the start:", steps, graded, sep="\n")
+
+    # Ana's JupyterLab: the student's tools only, no pop-up, nothing modified.
+    assert "Nbgrader" in seen["menus"] and seen["dirty"] == 0, seen
+    assert seen["instructor_tools"] == [], seen
+    assert "Success" in seen["verdict"] or "passes" in seen["verdict"], seen
+    assert blocked == blocked_too == blocked_three == []
+    # Scores: Ana's right answers, Ben's latest (late) one, Cy's loop interrupted.
+    tests = {k: v for k, v in scores[A01][ANA].items() if k.startswith("test_")}
+    assert tests and all(s == m for s, m in tests.values()), scores[A01][ANA]
+    ben = scores[A05][BEN]
+    assert ben["test_softmax_stable"] == (1, 1)  # his first submission lost this
+    assert ben["test_attention_scores_values"][0] == 0  # ... and his second this
+    late = _late_penalties(room, A05)
+    assert late[BEN] == sum(s for s, _ in ben.values()) > 0  # penalty "zero"
+    assert late[CY] == 0
+    assert f"flagged {CY}/{A05}" in graded, graded
+    assert "KeyboardInterrupt" in flagged
+    # Feedback: scores and verdicts, no hidden test source.
+    assert "1/sqrt" in pages[BEN] or "sqrt(d" in pages[BEN], pages[BEN][-2000:]
+    for student, page in pages.items():
+        assert "Score" in page, student
+        for secret in ("HIDDEN TESTS", "seed=", "_random("):
+            assert secret not in page, (student, secret)
