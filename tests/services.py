@@ -114,14 +114,6 @@ def dask_cluster(folder: Path, workers: int = 2):
                 proc.wait()
 
 
-def worker_pids(scheduler_file: Path) -> dict[str, int]:
-    """``{worker address: pid}`` of the cluster's worker processes."""
-    from distributed import Client
-
-    with Client(scheduler_file=str(scheduler_file), timeout=30) as client:
-        return client.run(os.getpid)
-
-
 @contextlib.contextmanager
 def unix_accounts(names: list[str], homes: Path, password: str):
     """Unix accounts of the machine (``useradd``, root only), removed afterwards;

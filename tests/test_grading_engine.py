@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from harness import fill, reference_answers
-from services import dask_cluster, postgres, worker_pids
+from services import dask_cluster, postgres
 
 from course import grading
 from course.grading import batch, contain
@@ -130,21 +130,25 @@ def graded(tmp_path_factory):
             "killed": killed,
             "rows": _rows(url),
             "left": _token_pids(),
-            "boxes": _boxes_left(set(worker_pids(file).values())),
+            "boxes": _boxes_left(root),
         }
 
 
-def _boxes_left(workers: set[int]) -> list[Path]:
-    """Task boxes, of this cluster's workers or of workers that died, that still
-    hold a running process (other runs of ``course grade`` may have boxes of their
-    own open beside this one)."""
+def _boxes_left(root: Path) -> list[Path]:
+    """Task boxes that still hold a running process of this class: one working in
+    ``root``. (Other tests' ``course grade`` runs, on the other xdist worker, open
+    and close boxes of their own meanwhile.)"""
     left = []
     for box in Path("/sys/fs/cgroup/pids").glob("course-task-*"):
-        worker = int(box.name.split("-")[2])
-        if worker in workers or not contain.running(worker):
-            box_env = {contain.BOX_ENV: box.name, contain.CGROUP_ENV: str(box)}
-            if any(contain.running(pid) for pid in contain.members(box_env)):
+        box_env = {contain.BOX_ENV: box.name, contain.CGROUP_ENV: str(box)}
+        for pid in contain.members(box_env):
+            try:
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+            except OSError:
+                continue
+            if contain.running(pid) and Path(cwd).is_relative_to(root):
                 left.append(box)
+                break
     return left
 
 
