@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from course.grading.feedback import TEMPLATES
+from course.grading import TEMPLATES
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent  # the course's virtual environment

@@ -103,15 +103,20 @@ def dask_cluster(folder: Path, workers: int = 2):
             client.wait_for_workers(workers, timeout=120)
         yield file
     finally:
-        for proc in (worker, scheduler):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 15)
-        for proc in (worker, scheduler):
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
-                proc.wait()
+        _stop(worker, scheduler)
+
+
+def _stop(*procs: subprocess.Popen) -> None:
+    """SIGTERM each process's group, then SIGKILL a group still there after 30 s."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 15)
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
 
 
 @contextlib.contextmanager
@@ -185,13 +190,7 @@ def course_hub(folder: Path, env: dict[str, str]):
                 time.sleep(0.3)
         yield url
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(hub.pid, 15)
-        try:
-            hub.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(hub.pid, 9)
-            hub.wait()
+        _stop(hub)
 
 
 @contextlib.contextmanager

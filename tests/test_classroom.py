@@ -77,8 +77,8 @@ class Classroom:
         self.env = {
             "PATH": f"{BIN}:/usr/bin:/bin",
             "COURSE_EXCHANGE": str(folder / "exchange"),
-            "JUPYTER_CONFIG_PATH": str(HERE / "hub" / "student"),
         }
+        self.db = f"sqlite:///{self.course / 'gradebook.db'}"
 
     def run(self, user: str, *cmd: str, cwd: Path | None = None) -> str:
         """Run ``cmd`` as ``user`` in their home (or ``cwd``), as their server would."""
@@ -198,7 +198,7 @@ def _teacher_opens_flagged(room: Classroom, page) -> str:
     """Formgrader's page of Cy's flagged submission, as the instructor sees it."""
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{room.course / 'gradebook.db'}") as gb:
+    with Gradebook(room.db) as gb:
         sub = gb.find_submission_notebook(A05, A05, CY).id
     _login(page, room.url, TEACHER)
     page.goto(f"{room.url}/user/{TEACHER}/formgrader/submissions/{sub}/?index=0")
@@ -209,10 +209,11 @@ def _teacher_opens_flagged(room: Classroom, page) -> str:
     return page.inner_text("body")
 
 
-def _feedback_html(room: Classroom, student: str, assignment: str) -> str:
+def _feedback_file(room: Classroom, student: str, assignment: str) -> Path:
+    """The feedback page the student fetched last, below their home."""
     found = sorted(room.homes[student].glob(f"{assignment}/feedback/*/*.html"))
     assert found, f"no feedback fetched for {student}"
-    return found[-1].read_text()
+    return found[-1]
 
 
 def _ana_reads_feedback(room: Classroom, page) -> str:
@@ -222,18 +223,17 @@ def _ana_reads_feedback(room: Classroom, page) -> str:
     row = _row(page, "submitted", A01)
     row.locator("button:text('Fetch Feedback')").click()
     row.locator("text=view feedback").wait_for(timeout=60000)
-    html = _feedback_html(room, ANA, A01)
-    folder = sorted(room.homes[ANA].glob(f"{A01}/feedback/*"))[-1].name
-    page.goto(f"{room.url}/user/{ANA}/files/{A01}/feedback/{folder}/{A01}.html")
+    feedback = _feedback_file(room, ANA, A01)
+    page.goto(f"{room.url}/user/{ANA}/files/{feedback.relative_to(room.homes[ANA])}")
     page.wait_for_selector("text=Score", timeout=60000)
     page.screenshot(path=SHOTS / "student-feedback.png", full_page=True)
-    return html
+    return feedback.read_text()
 
 
 def _late_penalties(room: Classroom, assignment: str) -> dict[str, float]:
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{room.course / 'gradebook.db'}") as gb:
+    with Gradebook(room.db) as gb:
         return {
             s.student.id: s.late_submission_penalty
             for s in gb.assignment_submissions(assignment)
@@ -305,7 +305,8 @@ def test_release_submit_grade_feedback(classroom):
     with browser() as (ctx, blocked_three):
         ana_feedback = _ana_reads_feedback(room, ctx.new_page())
     fetching.join()
-    pages = {s: _feedback_html(room, s, A05) for s in (BEN, CY)} | {ANA: ana_feedback}
+    pages = {s: _feedback_file(room, s, A05).read_text() for s in (BEN, CY)}
+    pages[ANA] = ana_feedback
     steps["feedback read"] = time.monotonic() - started
     print("classroom flow, seconds from the start:", steps, graded, sep="\n")
 

@@ -15,6 +15,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# A Jupyter data folder whose nbconvert ``mathjax.html.j2`` shadows nbconvert's:
+# feedback and formgrader pages draw math with the MathJax of the Jupyter server
+# showing them, never a CDN's. First on JUPYTER_PATH for nbgrader and on the hub.
+TEMPLATES = str(Path(__file__).with_name("templates"))
 
 
 def assignments(root: Path = ROOT) -> list[str]:
@@ -35,8 +39,6 @@ def tool_env() -> dict:
     folder first on PATH (nbgrader runs ``alembic`` and ``jupyter`` from PATH), the
     course's nbconvert templates first on JUPYTER_PATH (feedback/formgrader math
     offline), and one thread per kernel (callers run several at once)."""
-    from .feedback import TEMPLATES
-
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     data = os.pathsep.join(filter(None, [TEMPLATES, os.environ.get("JUPYTER_PATH")]))
     return {

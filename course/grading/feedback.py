@@ -6,20 +6,13 @@ output a student's own cell printed while grading ran (code can read the cells
 the kernel executed, hidden ones included). :class:`ScrubHiddenTests` removes
 every line of output that quotes a hidden test; :class:`RedactTestCells` reduces
 every error output of a test cell to its one-line verdict.
-
-:data:`TEMPLATES` is a Jupyter data folder (first on ``JUPYTER_PATH`` for nbgrader
-and on the hub) whose ``mathjax.html.j2`` shadows nbconvert's: feedback pages and
-formgrader's draw their math with the MathJax of the Jupyter server showing them,
-never a CDN's.
 """
 
 import re
-from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
 
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)
-TEMPLATES = str(Path(__file__).with_name("templates"))
 REMOVED = "[a line quoting a hidden test was removed]"
 
 
