@@ -8,6 +8,10 @@ mistake: not empty (any verdict) and not a generic mismatch ("does not match",
 themselves are enforced by ``tests/test_autograde.py`` (a real nbgrader run) and
 ``tests/test_checks_seeds.py`` (every seed), so this is the rate those tests hold.
 
+Each mutant that is a function or a class also counts in two more forms (the same
+mistake inside a helper, inside a class: ``harness.other_forms``), whose hidden
+test cells ``tests/test_checks_seeds.py`` checks too.
+
     .venv/bin/python bench/diagnosis_rate.py
 """
 
@@ -21,15 +25,21 @@ ROOT = Path(__file__).resolve().parent.parent
 GENERIC = ("does not match", "largest difference", "lost points")
 
 
-def rates() -> dict[str, tuple[int, int]]:
-    """``{assignment module: (named, total)}`` over the fixtures' mutants."""
+def rates(*, forms: bool = False) -> dict[str, tuple[int, int]]:
+    """``{assignment module: (named, total)}`` over the fixtures' mutants (and, with
+    ``forms``, over their other code forms instead)."""
     sys.path[:0] = [str(ROOT / "tests")]
+    from harness import other_forms
+
     out = {}
     for path in sorted((ROOT / "tests" / "fixtures").glob("a[0-9][0-9].py")):
         module = importlib.import_module(f"fixtures.{path.stem}")
+        mutants = module.MUTANTS
+        if forms:
+            mutants = [f for m in mutants for f in other_forms(m)]
         pieces = [
             piece
-            for m in module.MUTANTS
+            for m in mutants
             for cell, piece in m.fails.items()
             if cell.startswith(f"test_{m.cell}_")
         ]
@@ -39,14 +49,16 @@ def rates() -> dict[str, tuple[int, int]]:
 
 
 def main() -> None:
-    table = rates()
-    for name, (named, total) in table.items():
-        print(f"{name}: {named}/{total} named")
-    named = sum(n for n, _ in table.values())
-    total = sum(t for _, t in table.values())
-    print(
-        f"all: {named}/{total} = {named / total:.1%} of lost test cells name the mistake"
-    )
+    for forms in (False, True):
+        table = rates(forms=forms)
+        print("other code forms (helper, class):" if forms else "the fixtures:")
+        for name, (named, total) in table.items():
+            print(f"  {name}: {named}/{total} named")
+        named = sum(n for n, _ in table.values())
+        total = sum(t for _, t in table.values())
+        print(
+            f"  all: {named}/{total} = {named / total:.1%} of lost test cells name it"
+        )
 
 
 if __name__ == "__main__":

@@ -16,11 +16,12 @@ drags down an unrelated exercise fails the test too.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import itertools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from course import grading
@@ -36,6 +37,47 @@ class Mutant:
     name: str
     code: str
     fails: dict[str, str] = field(default_factory=dict)
+
+
+def other_forms(mutant: Mutant) -> list[Mutant]:
+    """The same mistake written two other ways: inside a helper, inside a class.
+
+    * helper: the answer's code is renamed ``_<name>_impl``, and the answer
+      becomes a function with the same parameters that calls it;
+    * class: the answer is a method of an object (for a function), or a subclass
+      that adds nothing (for a class).
+
+    Answers that are values, not a function or a class, have no such forms.
+    """
+    tree = ast.parse(mutant.code)
+    node = next((n for n in tree.body if getattr(n, "name", None) == mutant.cell), None)
+    if node is None:
+        return []
+    impl = f"_{mutant.cell}_impl"
+    code = re.sub(rf"\b(def|class) {mutant.cell}\b", rf"\1 {impl}", mutant.code)
+    if isinstance(node, ast.ClassDef):
+        body = f"{code}\n\nclass {mutant.cell}({impl}):\n    pass\n"
+        return [replace(mutant, name=f"{mutant.name}, in a base class", code=body)]
+    params, call = _signature(node.args)
+    helper = f"{code}\n\ndef {mutant.cell}({params}):\n    return {impl}({call})\n"
+    method = (
+        f"{code}\n\nclass _Answer:\n    def {mutant.cell}(self, {params}):\n"
+        f"        return {impl}({call})\n\n\n{mutant.cell} = _Answer().{mutant.cell}\n"
+    )
+    return [
+        replace(mutant, name=f"{mutant.name}, in a helper", code=helper),
+        replace(mutant, name=f"{mutant.name}, in a class", code=method),
+    ]
+
+
+def _signature(args: ast.arguments) -> tuple[str, str]:
+    """The parameter list of a function (defaults kept) and the call passing them."""
+    params = ast.unparse(args)
+    positional = [a.arg for a in args.posonlyargs + args.args]
+    call = positional + ([f"*{args.vararg.arg}"] if args.vararg else [])
+    call += [f"{a.arg}={a.arg}" for a in args.kwonlyargs]
+    call += [f"**{args.kwarg.arg}"] if args.kwarg else []
+    return params, ", ".join(call)
 
 
 def fixture_module(assignment: str):

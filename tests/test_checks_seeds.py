@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import fixture_module, reference_answers
+from harness import fixture_module, other_forms, reference_answers
 from torch import nn
 
 from course import grading
@@ -79,13 +79,25 @@ def test_correct_answers_pass_hidden_tests_on_any_seed(assignment):
 
 @pytest.mark.parametrize("assignment", grading.assignments())
 def test_misconceptions_keep_their_message_on_any_seed(assignment):
+    _assert_named(assignment, fixture_module(assignment).MUTANTS, SEEDS)
+
+
+@pytest.mark.parametrize("assignment", grading.assignments())
+def test_misconceptions_keep_their_message_in_other_code_forms(assignment):
+    """Each mistake moved into a helper and into a class is still named."""
+    mutants = [f for m in fixture_module(assignment).MUTANTS for f in other_forms(m)]
+    _assert_named(assignment, mutants, SEEDS[:2])
+
+
+def _assert_named(assignment: str, mutants, seeds) -> None:
+    """Each mutant fails its own exercise's hidden tests with its message piece."""
     calls = _hidden_calls(assignment)
-    for mutant in fixture_module(assignment).MUTANTS:
+    for mutant in mutants:
         ns = _namespace(assignment, {mutant.cell: mutant.code})
         for cell, fn, name, kwargs in calls:
             if name != mutant.cell or cell not in mutant.fails:
                 continue  # only the mutant's own exercise; later cells call its names
-            for seed in SEEDS:
+            for seed in seeds:
                 message = _verdict(fn, ns[name], kwargs, seed)
                 assert message and mutant.fails[cell] in message, (
                     mutant.name,

@@ -1,15 +1,21 @@
 """Texts the course runs its models on.
 
-All texts ship with the package. :func:`newsgroups_texts` adds the 20 newsgroups
-corpus when scikit-learn has it cached already; it never downloads.
+All texts ship with the package. :func:`newsgroups_texts` and :func:`long_text`
+use the 20 newsgroups corpus when scikit-learn has it cached already; they never
+download.
 """
 
 from __future__ import annotations
 
+import os
 from importlib import resources
+from pathlib import Path
 
 #: The sentence most notebooks start from: "bank" means two things in it.
 SAMPLE_TEXT = "She sat on the river bank and watched the bank manager row past."
+
+#: How long :func:`long_text` is at least, in words (over 512 word pieces).
+LONG_WORDS = 600
 
 #: A pair for sentence-pair inputs (token_type_ids, bertviz's sentence_b_start).
 SENTENCE_PAIR = ("The cat sat on the mat.", "It was tired, so it slept.")
@@ -44,19 +50,57 @@ def newsgroups_texts(n: int = 20, fallback: bool = True) -> list[str]:
     list of str
     """
     try:
-        from sklearn.datasets import fetch_20newsgroups
-
-        bunch = fetch_20newsgroups(
-            subset="train",
-            remove=("headers", "footers", "quotes"),
-            download_if_missing=False,
-        )
+        posts = _newsgroups_posts()
     except (ImportError, OSError):
         if not fallback:
             raise
         return sample_texts()[:n]
-    texts = [" ".join(t.split()[:40]) for t in bunch.data if t.strip()]
+    texts = [" ".join(t.split()[:40]) for t in posts if t.strip()]
     return texts[:n]
+
+
+def long_text(min_words: int = LONG_WORDS) -> str:
+    """One newsgroup post too long for BERT's 512 positions.
+
+    The first 20 newsgroups post of at least ``min_words`` words when scikit-learn
+    has the corpus cached; otherwise the course's own post in that style
+    (``long_post.txt``, a sci.space answer written for the course: the corpus is a
+    download, and the course runs offline).
+
+    Returns
+    -------
+    str
+        Paragraphs separated by blank lines.
+    """
+    try:
+        posts = _newsgroups_posts()
+    except (ImportError, OSError):
+        posts = []
+    for post in posts:
+        if len(post.split()) >= min_words:
+            return post.strip()
+    raw = resources.files(__package__).joinpath("long_post.txt").read_text("utf-8")
+    lines = [line for line in raw.splitlines() if not line.startswith("#")]
+    return "\n".join(lines).strip()
+
+
+def _newsgroups_posts() -> list[str]:
+    """The 20 newsgroups training posts, headers, footers and quotes removed.
+
+    Raises ``OSError`` at once when scikit-learn's cache holds no corpus (without
+    importing scikit-learn, which takes a second).
+    """
+    home = os.environ.get("SCIKIT_LEARN_DATA", "~/scikit_learn_data")
+    if not (Path(home).expanduser() / "20news-bydate.pkz").is_file():
+        raise FileNotFoundError("20 newsgroups is not in scikit-learn's cache")
+    from sklearn.datasets import fetch_20newsgroups
+
+    bunch = fetch_20newsgroups(
+        subset="train",
+        remove=("headers", "footers", "quotes"),
+        download_if_missing=False,
+    )
+    return list(bunch.data)
 
 
 #: The echo task's fixed sizes: every run, and every test of it, uses these.

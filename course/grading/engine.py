@@ -264,7 +264,17 @@ def cluster(
             client = stack.enter_context(Client(local))
         client.run_on_scheduler(_tune)
         client.register_plugin(WarmKernels(warm=warm), name=PLUGIN)
+        workers_at_start = len(client.nthreads())
         yield client
-        # A worker killed near the end may not have been replaced yet: every worker
-        # closes the task boxes that dead workers on its machine left.
-        client.run(contain.sweep_orphans)
+        _sweep_when_replaced(client, workers=workers_at_start)
+
+
+def _sweep_when_replaced(client, *, workers: int, seconds: float = 60) -> None:
+    """Close the task boxes that workers killed near the end left behind.
+
+    A killed worker's nanny starts a new one on its machine; wait (a while) until
+    they are all back, then have every worker sweep its machine.
+    """
+    with contextlib.suppress(TimeoutError):
+        client.wait_for_workers(workers, timeout=seconds)
+    client.run(contain.sweep_orphans)

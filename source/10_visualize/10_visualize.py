@@ -11,9 +11,10 @@
 #
 # You can compute every attention weight BERT uses. Now look at them: a heatmap
 # of one head, the tokens one query attends to most, a search for heads with a
-# job (attending to the previous token), and bertviz's three interactive views —
+# job (attending to the previous token), bertviz's three interactive views —
 # which here draw without an internet connection (the course inlines the
-# JavaScript they need into each output).
+# JavaScript they need into each output) — and, last, a text too long for the
+# model: truncation, the T² cost, and the heads that look far.
 
 # %%
 import matplotlib.pyplot as plt
@@ -176,6 +177,85 @@ viz.model_view(attentions, tokens)
 
 # %%
 viz.neuron_view(data.SAMPLE_TEXT, layer=0, head=0)
+
+# %% [markdown]
+# ## 5. A long text: truncation, T², and heads that look far
+#
+# The sentences so far had 16 tokens. Real inputs are longer. `data.long_text()`
+# is a newsgroup post of about 700 word pieces: a real 20 newsgroups post when
+# scikit-learn has that corpus cached, otherwise the course's own post in its
+# style (the corpus is a download, and the course runs offline).
+#
+# BERT learned one position vector per position, `max_position_embeddings` of
+# them (512), so the tail of a longer input has no position to take: the tokenizer
+# must cut it. `truncation=True, max_length=...` keeps the first tokens and still
+# ends with `[SEP]`. (To read a whole document, split it into overlapping windows:
+# `return_overflowing_tokens=True, stride=...`.)
+
+# %%
+post = data.long_text()
+max_len = model.config.max_position_embeddings
+n_pieces = len(tokenizer(post)["input_ids"])
+enc_long = tokenizer(post, truncation=True, max_length=max_len, return_tensors="pt")
+long_tokens = tokenizer.convert_ids_to_tokens(enc_long["input_ids"][0])
+print(n_pieces, "word pieces; the model has", max_len, "positions")
+print("kept", len(long_tokens), "ending with", long_tokens[-3:])
+
+# %% [markdown]
+# With eager attention every head of every layer builds a (T, T) matrix of
+# weights (the fused kernels of 02 never store it whole): L · H · T² numbers, so
+# doubling T makes that memory four times larger. To stay light, run the post cut
+# at half the maximum length; check the formula against what the model returns,
+# then see how it grows:
+
+# %%
+enc_half = tokenizer(
+    post, truncation=True, max_length=max_len // 2, return_tensors="pt"
+)
+half_tokens = tokenizer.convert_ids_to_tokens(enc_half["input_ids"][0])
+with torch.no_grad():
+    long_attentions = model(**enc_half).attentions  # L x (1, H, T, T)
+T = len(half_tokens)
+L, H = len(long_attentions), long_attentions[0].shape[1]
+measured = sum(a.numel() * a.element_size() for a in long_attentions)
+formula = L * H * T * T * 4  # float32: 4 bytes a weight
+print(
+    f"T = {T}: measured {measured / 2**20:.1f} MiB, formula {formula / 2**20:.1f} MiB"
+)
+for t in (T // 4, T // 2, T, 2 * T, 4 * T, 16 * T):
+    print(f"T = {t:4d}: {L * H * t * t * 4 / 2**20:8.1f} MiB of attention weights")
+
+# %% [markdown]
+# Which heads look far? For one head, weight each key's distance |i − j| from the
+# query by the attention it gets, and average over the queries. A previous-token
+# head scores about 1; a head that spreads evenly over the whole text scores about
+# T / 3.
+
+# %%
+positions = torch.arange(T)
+gap = (positions[:, None] - positions[None, :]).abs().float()  # (T, T): |i - j|
+distance = torch.stack([(a[0] * gap).sum(-1).mean(-1) for a in long_attentions])
+plt.imshow(distance, cmap="magma")  # (L, H)
+plt.colorbar(label="mean distance (tokens)")
+plt.xlabel("head")
+plt.ylabel("layer")
+plt.show()
+
+layer, head = divmod(int(distance.argmax()), distance.shape[1])
+far = long_attentions[layer][0, head]  # (T, T)
+special = [i for i, t in enumerate(half_tokens) if t in ("[CLS]", "[SEP]")]
+print(f"farthest: layer {layer}, head {head}, {distance[layer, head]:.0f} tokens")
+print(f"its attention on [CLS] and [SEP]: {far[:, special].sum(-1).mean():.0%}")
+for i in (T // 8, T // 2, T - 2):
+    print(half_tokens[i], "at", i, "looks at", top_attended(far, half_tokens, i, 5))
+
+# %% [markdown]
+# An even spread would give the two [CLS]/[SEP] tokens under 1% of the weight.
+# Heads that look far often park much of their attention there, or on
+# punctuation: a place to put weight when the head has nothing to pass on
+# (Clark et al., 2019, *What Does BERT Look At?*). The rest of their weight is
+# spread thinly, which is also why such heads are hard to read in a heatmap.
+# Change `layer, head` above to a head with a small distance and compare.
 
 # %% [markdown] task="describe_a_head" points=2
 # **Written answer.** Find a head in the model view or with your functions whose
