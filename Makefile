@@ -25,13 +25,14 @@ services:  ## Install Debian's PostgreSQL server for the gradebook tests (root o
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
-lab: setup  ## Set up, copy release/ to mywork/ and open it in JupyterLab
-	$(BIN)/python -m course lab
+lab: setup  ## Set up, copy release/ to mywork/ and open it in JupyterLab (LANG=zh: 中文版)
+	$(if $(filter command line,$(origin LANG)),COURSE_LANG=$(LANG) )$(BIN)/python -m course lab
 
-browser:  ## Install Debian's Chromium for the browser tests (needs root or sudo)
-	@command -v chromium >/dev/null || { \
+browser:  ## Install Debian's Chromium and a Chinese font for the browser tests (root or sudo)
+	@{ command -v chromium && fc-list :lang=zh | grep -q .; } >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null; }
 
 hub/node_modules/.bin/configurable-http-proxy: hub/package.json hub/package-lock.json
 	npm ci --prefix hub --no-audit --no-fund --loglevel=error

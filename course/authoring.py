@@ -17,12 +17,15 @@ every pair in sync.
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from pathlib import Path
 
 import jupytext
 import nbformat
 from ipykernel.ipkernel import IPythonKernel
+
+from . import i18n
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {
@@ -94,24 +97,54 @@ def sources(root: Path = ROOT) -> list[Path]:
     )
 
 
+def editions(py_path: Path, root: Path) -> dict[Path, nbformat.NotebookNode]:
+    """``{target .ipynb: notebook}`` of one percent file, in every language.
+
+    The Chinese edition (``zh/source/<a>/<a>.ipynb``) is the English notebook with
+    each piece translated by the catalog (:mod:`course.i18n`); a piece without a
+    translation stays English, and the catalog test names it.
+    """
+    nb = build(py_path)
+    out = {py_path.with_suffix(".ipynb"): nb}
+    for lang in i18n.LOCALES:
+        table = i18n.translations(i18n.read_catalog(i18n.catalog_path(lang)))
+        translated = nbformat.from_dict(copy.deepcopy(nb))
+        i18n.translate(translated, py_path.stem, table)
+        edition = i18n.edition_root(root, lang)
+        out[edition / "source" / py_path.parent.name / f"{py_path.stem}.ipynb"] = (
+            translated
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Build (or with ``--check`` verify) every source notebook."""
+    """Build (or with ``--check`` verify) every source notebook, in each language."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--check", action="store_true", help="fail if any .ipynb is stale"
     )
+    parser.add_argument(
+        "--catalog",
+        action="store_true",
+        help="first bring the translation catalogs up to date with the notebooks",
+    )
     parser.add_argument("--root", type=Path, default=ROOT, help="the course folder")
     args = parser.parse_args(argv)
+    if args.catalog:
+        english = {py.stem: build(py) for py in sources(args.root)}
+        for lang in i18n.LOCALES:
+            i18n.update_catalog(english, i18n.catalog_path(lang))
     stale = []
     for py in sources(args.root):
-        target = py.with_suffix(".ipynb")
-        text = notebook_text(build(py))
-        if target.exists() and target.read_text("utf-8") == text:
-            continue
-        stale.append(target)
-        if not args.check:
-            target.write_text(text, "utf-8")
-            print(f"built {target.relative_to(args.root)}")
+        for target, nb in editions(py, args.root).items():
+            text = notebook_text(nb)
+            if target.exists() and target.read_text("utf-8") == text:
+                continue
+            stale.append(target)
+            if not args.check:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, "utf-8")
+                print(f"built {target.relative_to(args.root)}")
     if args.check and stale:
         print(
             "stale (run `make notebooks`):",

@@ -4,11 +4,12 @@ Every command works on the course folder named by --root (default: the
 current folder), so a course installed read-only with pip works from its folder.
 
 students:
-  lab        copy release/ into mywork/ (never overwriting), open JupyterLab
+  lab        copy release/ into mywork/ (never overwriting), open JupyterLab;
+             COURSE_LANG=zh: the Chinese edition (zh/), in mywork-zh/
   check      grade your own notebook against all the tests, hidden ones too
 
 instructors:
-  release    rebuild source/ notebooks, regenerate release/
+  release    rebuild source/ notebooks, regenerate release/ (and zh/release/)
   grade      autograde submitted/ on dask (this machine, or --scheduler);
              each submission ends graded, flagged or failed with a reason
   feedback   per-student HTML feedback (verdicts, no hidden test code)
@@ -25,21 +26,29 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import grading
+from . import grading, i18n
 
 
 def cmd_lab(args) -> int:
-    """Copy each released assignment into ``mywork/`` and start JupyterLab there."""
+    """Copy each released assignment into ``mywork/`` and start JupyterLab there.
+
+    With COURSE_LANG=zh: the Chinese edition, in ``mywork-zh/``, with JupyterLab's
+    menus in Chinese (the zh-CN language pack).
+    """
     root = Path(args.root).resolve()
-    work = root / "mywork"
-    for name in grading.assignments(root):
-        src, dest = root / "release" / name, work / name
+    lang = i18n.language()
+    edition = _edition(root, lang)
+    work = root / ("mywork" if lang == "en" else f"mywork-{lang}")
+    for name in grading.assignments(edition):
+        src, dest = edition / "release" / name, work / name
         if src.is_dir() and not dest.exists():
             shutil.copytree(src, dest)
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={work}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
-    cmd += args.extra
+    if lang != "en":  # the language pack's locale, as a settings default
+        cmd.append(f"--LabApp.app_settings_dir={i18n.lab_settings(lang)}")
+    cmd += args.extra[1:] if args.extra[:1] == ["--"] else args.extra
     env = dict(os.environ)
     student = root / "hub" / "student"  # the hub's student view: no instructor tools
     if student.is_dir():
@@ -51,16 +60,26 @@ def cmd_lab(args) -> int:
     return 0
 
 
+def _edition(root: Path, lang: str) -> Path:
+    """The course folder of one language's edition (``root`` for English)."""
+    edition = i18n.edition_root(root, lang)
+    return edition if (edition / "source").is_dir() else root
+
+
 def cmd_release(args) -> int:
-    """Rebuild source notebooks, then regenerate ``release/`` (generate_assignment)."""
+    """Rebuild source notebooks, then regenerate ``release/`` (generate_assignment),
+    for each edition (English, and Chinese in zh/)."""
     from . import authoring
 
     root = Path(args.root).resolve()
     authoring.main(["--root", str(root)])
     names = args.assignments or grading.assignments(root)
-    grading.release(names, root)
-    for name in names:
-        print(f"released {name}")
+    for lang in i18n.EDITIONS:
+        edition = i18n.edition_root(root, lang)
+        if lang == "en" or (edition / "nbgrader_config.py").is_file():
+            grading.release(names, edition)
+            for name in names:
+                print(f"released {name} ({lang})")
     return 0
 
 
@@ -165,7 +184,7 @@ def cmd_check(args) -> int:
     """Grade one notebook against the full tests and print points and messages."""
     from .grading import selfcheck
 
-    course = Path(args.root).resolve()
+    course = _edition(Path(args.root).resolve(), i18n.language())
     return selfcheck.run(Path(args.notebook), assignment=args.assignment, course=course)
 
 
@@ -226,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("assignments", nargs="*", help="default: all")
     _grade_options(parsers["grade"])
     parsers["lab"].add_argument(
-        "extra", nargs=argparse.REMAINDER, help="passed to jupyter lab"
+        "extra",
+        nargs=argparse.REMAINDER,
+        help="after --: passed to jupyter lab (e.g. -- --port=9999)",
     )
     parsers["check"].add_argument(
         "notebook",

@@ -155,8 +155,6 @@ def unix_accounts(names: list[str], homes: Path, password: str):
 def course_hub(folder: Path, env: dict[str, str]):
     """The course's JupyterHub (``hub/jupyterhub_config.py``) with its proxy, on free
     loopback ports; yields its URL once it answers."""
-    import urllib.request
-
     port = free_port()
     env = {
         **os.environ,
@@ -168,29 +166,43 @@ def course_hub(folder: Path, env: dict[str, str]):
         **env,
     }
     config = Path(__file__).parents[1] / "hub" / "jupyterhub_config.py"
-    hub = subprocess.Popen(
+    url = f"http://127.0.0.1:{port}"
+    with serving(
         [BIN / "jupyterhub", "-f", config],
+        probe=f"{url}/hub/api",
+        log=folder / "hub.log",
         cwd=folder,
         env=env,
+    ):
+        yield url
+
+
+@contextlib.contextmanager
+def serving(cmd: list, *, probe: str, log: Path, seconds: float = 90, **popen):
+    """Run a server ``cmd`` in a process group of its own; enter the block once the
+    URL ``probe`` answers, and stop the group (its kernels too) when it ends."""
+    import urllib.request
+
+    proc = subprocess.Popen(
+        cmd,
         stdout=subprocess.DEVNULL,
-        stderr=open(folder / "hub.log", "wb"),
+        stderr=open(log, "wb"),
         start_new_session=True,
+        **popen,
     )
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + seconds
         while True:
             try:
-                urllib.request.urlopen(f"{url}/hub/api", timeout=2)
+                urllib.request.urlopen(probe, timeout=2)
                 break
             except OSError:
-                if hub.poll() is not None or time.monotonic() > deadline:
-                    msg = f"the hub did not start: see {folder}/hub.log"
-                    raise RuntimeError(msg) from None
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{cmd[0]} did not start: see {log}") from None
                 time.sleep(0.3)
-        yield url
+        yield proc
     finally:
-        _stop(hub)
+        _stop(proc)
 
 
 @contextlib.contextmanager

@@ -7,25 +7,16 @@ reach only loopback, file: and data: URLs (others are blocked and counted).
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 from browser import browser
 from harness import fill, reference_answers
+from services import free_port, serving
 
 from course import grading
 
 ASSIGNMENT = "10_visualize"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -39,7 +30,7 @@ def lab(tmp_path):
     settings = tmp_path / "lab-settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
-    port = _free_port()
+    port = free_port()
     cmd = [
         sys.executable,
         "-m",
@@ -60,22 +51,10 @@ def lab(tmp_path):
         **os.environ,
         "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",
     }
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            urllib.request.urlopen(f"{url}/api/status", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("JupyterLab did not start")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    log = tmp_path / "lab.log"
+    with serving(cmd, probe=f"{url}/api/status", log=log, cwd=tmp_path, env=env):
+        yield url
 
 
 VIEWS = """() => {

@@ -4,14 +4,15 @@
 * no outputs are stored in source/;
 * the answer and test cell ids keep the COURSE_SPEC contract;
 * every source notebook runs top to bottom with every test passing (Validator);
-* ``release/`` equals a fresh ``nbgrader generate_assignment`` and holds no solution.
+* ``release/`` (and the Chinese edition's ``zh/release/``) equals a fresh
+  ``nbgrader generate_assignment`` and holds no solution.
 """
 
 import json
 
 import pytest
 
-from course import authoring, grading
+from course import authoring, grading, i18n
 
 ASSIGNMENTS = grading.assignments()
 
@@ -124,12 +125,14 @@ def test_source_runs_and_passes_every_test(assignment):
     assert failures == []
 
 
+@pytest.mark.parametrize("lang", list(i18n.EDITIONS))
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_release_is_generated_and_holds_no_solution(assignment, tmp_path):
-    root = grading.make_course(tmp_path)
+def test_release_is_generated_and_holds_no_solution(assignment, lang, tmp_path):
+    root = grading.make_course(tmp_path, lang=lang)
     grading.release([assignment], root)
     fresh = grading.notebook_path(root, "release", assignment)
-    committed = grading.notebook_path(grading.ROOT, "release", assignment)
+    edition = i18n.edition_root(grading.ROOT, lang)
+    committed = grading.notebook_path(edition, "release", assignment)
     assert committed.exists(), "run `make release`"
     assert committed.read_text() == fresh.read_text(), (
         "release/ drifted: run `make release`"

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .. import i18n
+
 ROOT = Path(__file__).resolve().parents[2]
 # A Jupyter data folder whose nbconvert ``mathjax.html.j2`` shadows nbconvert's:
 # feedback and formgrader pages draw math with the MathJax of the Jupyter server
@@ -26,11 +28,16 @@ def assignments(root: Path = ROOT) -> list[str]:
     return sorted(p.name for p in (root / "source").iterdir() if p.is_dir())
 
 
-def make_course(dest: Path, root: Path = ROOT) -> Path:
-    """Copy ``source/`` and ``nbgrader_config.py`` into a fresh course folder."""
+def make_course(dest: Path, root: Path = ROOT, lang: str = "en") -> Path:
+    """Copy one edition's ``source/`` and the course's ``nbgrader_config.py`` (with
+    that edition's course id) into a fresh course folder."""
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copy(root / "nbgrader_config.py", dest / "nbgrader_config.py")
-    shutil.copytree(root / "source", dest / "source", dirs_exist_ok=True)
+    config = (root / "nbgrader_config.py").read_text()
+    if lang != "en":
+        config += f'\nc.CourseDirectory.course_id = "{i18n.COURSE_IDS[lang]}"\n'
+    (dest / "nbgrader_config.py").write_text(config)
+    source = i18n.edition_root(root, lang) / "source"
+    shutil.copytree(source, dest / "source", dirs_exist_ok=True)
     return dest
 
 

@@ -1,0 +1,15 @@
+"""nbgrader configuration of the Chinese edition (中文版) of "Attention, by hand".
+
+The English course's configuration, with this folder as the course root and a
+course id of its own: its own gradebook, exchange inbox and release. Grade ids,
+tests and points are the English edition's (the notebooks are built from the same
+percent files; course/i18n.py).
+"""
+
+import os
+
+c = get_config()  # noqa: F821 - provided by nbgrader
+here = os.path.dirname(os.path.abspath(__file__))
+load_subconfig(os.path.join(here, os.pardir, "nbgrader_config.py"))  # noqa: F821
+c.CourseDirectory.course_id = "attention-by-hand-zh"
+c.CourseDirectory.root = here
