@@ -122,8 +122,10 @@ def _stop(*procs: subprocess.Popen) -> None:
 @contextlib.contextmanager
 def unix_accounts(names: list[str], homes: Path, password: str):
     """Unix accounts of the machine (``useradd``, root only), removed afterwards;
-    yields ``{name: home folder}``."""
+    yields ``{name: home folder}``. Accounts of these names that a killed run left
+    behind are removed first."""
     made = {}
+    _remove_accounts(names)
     try:
         for name in names:
             home = homes / name
@@ -146,9 +148,14 @@ def unix_accounts(names: list[str], homes: Path, password: str):
             )
         yield made
     finally:
-        for name in made:
-            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-            subprocess.run(["userdel", "--remove", name], capture_output=True)
+        _remove_accounts(list(made))
+
+
+def _remove_accounts(names: list[str]) -> None:
+    """End every process of these accounts and delete them (quietly if absent)."""
+    for name in names:
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
 
 
 @contextlib.contextmanager

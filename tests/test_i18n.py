@@ -190,3 +190,17 @@ def test_the_glossary_is_what_the_notebooks_say():
         i18n.translations(i18n.read_catalog(i18n.catalog_path("zh"))).values()
     )
     assert len(terms) >= 8 and [t for t in terms if t not in text] == []
+
+
+def test_the_chinese_edition_is_an_nbgrader_course_of_its_own():
+    from traitlets.config.loader import PyFileConfigLoader
+
+    def load(folder: Path):
+        return PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config()
+
+    en, zh = load(grading.ROOT), load(ZH)
+    assert zh.CourseDirectory.course_id == i18n.COURSE_IDS["zh"]
+    assert en.CourseDirectory.course_id == i18n.COURSE_IDS["en"]
+    assert Path(zh.CourseDirectory.root) == ZH
+    for section in ("Autograde", "GenerateFeedback", "Execute", "GuardedExecute"):
+        assert zh[section] == en[section], section
