@@ -134,7 +134,7 @@ def graded(tmp_path_factory):
         }
 
 
-def _boxes_left(root: Path) -> list[Path]:
+def _boxes_left(root: Path) -> list[str]:
     """Task boxes that still hold a running process of this class: one working in
     ``root``. (Other tests' ``course grade`` runs, on the other xdist worker, open
     and close boxes of their own meanwhile.)"""
@@ -147,9 +147,19 @@ def _boxes_left(root: Path) -> list[Path]:
             except OSError:
                 continue
             if contain.running(pid) and Path(cwd).is_relative_to(root):
-                left.append(box)
+                left.append(_describe(box, pid))
                 break
     return left
+
+
+def _describe(box: Path, pid: int) -> str:
+    """A left box, its process and its worker's state: what a failure shows."""
+    worker = int(box.name.split("-")[2])
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120]
+    except OSError:
+        cmd = b"?"
+    return f"{box.name}: pid {pid} ({cmd.decode()}), worker running: {contain.running(worker)}"
 
 
 def _rows(url: str) -> dict[str, int]:

@@ -273,8 +273,10 @@ def _sweep_when_replaced(client, *, workers: int, seconds: float = 60) -> None:
     """Close the task boxes that workers killed near the end left behind.
 
     A killed worker's nanny starts a new one on its machine; wait (a while) until
-    they are all back, then have every worker sweep its machine.
+    they are all back, then have every worker sweep its machine, and sweep this
+    one too: workers that share it (an embedded cluster) may not be back yet.
     """
     with contextlib.suppress(TimeoutError):
         client.wait_for_workers(workers, timeout=seconds)
     client.run(contain.sweep_orphans)
+    contain.sweep_orphans()
