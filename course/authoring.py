@@ -97,17 +97,18 @@ def sources(root: Path = ROOT) -> list[Path]:
     )
 
 
-def editions(py_path: Path, root: Path) -> dict[Path, nbformat.NotebookNode]:
+def editions(
+    py_path: Path, root: Path, tables: dict[str, dict]
+) -> dict[Path, nbformat.NotebookNode]:
     """``{target .ipynb: notebook}`` of one percent file, in every language.
 
     The Chinese edition (``zh/source/<a>/<a>.ipynb``) is the English notebook with
-    each piece translated by the catalog (:mod:`course.i18n`); a piece without a
-    translation stays English, and the catalog test names it.
+    each piece translated by the catalog's ``tables[lang]`` (:mod:`course.i18n`);
+    a piece without a translation stays English, and the catalog test names it.
     """
     nb = build(py_path)
     out = {py_path.with_suffix(".ipynb"): nb}
-    for lang in i18n.LOCALES:
-        table = i18n.translations(i18n.read_catalog(i18n.catalog_path(lang)))
+    for lang, table in tables.items():
         translated = nbformat.from_dict(copy.deepcopy(nb))
         i18n.translate(translated, py_path.stem, table)
         edition = i18n.edition_root(root, lang)
@@ -134,9 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         english = {py.stem: build(py) for py in sources(args.root)}
         for lang in i18n.LOCALES:
             i18n.update_catalog(english, i18n.catalog_path(lang))
+    tables = {  # each catalog read once, for every notebook
+        lang: i18n.translations(i18n.read_catalog(i18n.catalog_path(lang)))
+        for lang in i18n.LOCALES
+    }
     stale = []
     for py in sources(args.root):
-        for target, nb in editions(py, args.root).items():
+        for target, nb in editions(py, args.root, tables).items():
             text = notebook_text(nb)
             if target.exists() and target.read_text("utf-8") == text:
                 continue
