@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--catalog",
         action="store_true",
-        help="first bring the translation catalogs up to date with the notebooks",
+        help="first bring the translation catalogs up to date with the notebooks "
+        "and the checks' verdicts (and compile the verdicts)",
     )
     parser.add_argument("--root", type=Path, default=ROOT, help="the course folder")
     args = parser.parse_args(argv)
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         english = {py.stem: build(py) for py in sources(args.root)}
         for lang in i18n.LOCALES:
             i18n.update_catalog(english, i18n.catalog_path(lang))
+            i18n.update_verdicts(lang)
     tables = {  # each catalog read once, for every notebook
         lang: i18n.translations(i18n.read_catalog(i18n.catalog_path(lang)))
         for lang in i18n.LOCALES

@@ -184,8 +184,12 @@ def cmd_check(args) -> int:
     """Grade one notebook against the full tests and print points and messages."""
     from .grading import selfcheck
 
-    course = _edition(Path(args.root).resolve(), i18n.language())
-    return selfcheck.run(Path(args.notebook), assignment=args.assignment, course=course)
+    return selfcheck.run(
+        Path(args.notebook),
+        assignment=args.assignment,
+        course=Path(args.root).resolve(),
+        lang=i18n.language(),
+    )
 
 
 def _grade_options(p: argparse.ArgumentParser) -> None:

@@ -10,19 +10,24 @@ a markdown cell, a code comment or a docstring, in English).
 new English text enters it untranslated, changed text enters it fuzzy. The build
 and the tests refuse both, so no cell exists in one language only.
 
+Verdicts speak the same language: :func:`say` looks each English sentence up in
+``verdicts.po`` (compiled to ``verdicts.mo``, read with the standard library's
+:mod:`gettext`) when it is said, so a process that grades both editions speaks
+each one's language. :func:`N_` marks a sentence for the catalog where it is
+written (a module constant) and leaves it English until it is said.
+
 ``COURSE_LANG`` picks the language: ``en`` (default) or ``zh`` (``zh_CN``, ``zh-CN``).
+The Chinese edition's ``nbgrader_config.py`` sets it for nbgrader and its kernels.
 """
 
 from __future__ import annotations
 
+import gettext
 import io
 import os
 import re
 import tokenize
 from pathlib import Path
-
-from babel.messages.catalog import Catalog
-from babel.messages.pofile import read_po, write_po
 
 HERE = Path(__file__).resolve().parent
 LOCALES = {"zh": "zh_CN"}  # the languages besides English, and their locale
@@ -49,6 +54,49 @@ def language(value: str | None = None) -> str:
     raise ValueError(f"COURSE_LANG={raw!r}: the course speaks en and zh")
 
 
+def N_(message: str) -> str:
+    """Mark ``message`` for the verdict catalog; it is translated when said."""
+    return message
+
+
+def say(message: str, /, **fields) -> str:
+    """``message`` in the course's language, its ``{fields}`` filled in.
+
+    A field that is itself a catalog sentence (the name of what was compared, a
+    misconception) is translated too. Unknown languages speak English.
+    """
+    table = _verdicts()
+    if table is not None:
+        message = table.gettext(message)
+        fields = {k: table.gettext(v) if isinstance(v, str) else v
+                  for k, v in fields.items()}  # fmt: skip
+    return message.format(**fields) if fields else message
+
+
+_TABLES: dict[str, gettext.GNUTranslations] = {}
+
+
+def _verdicts() -> gettext.GNUTranslations | None:
+    """The compiled verdict catalog of the language now spoken (None: English)."""
+    try:
+        lang = language()
+    except ValueError:
+        return None
+    if lang == "en":
+        return None
+    if lang not in _TABLES:
+        with catalog_path(lang, "verdicts").with_suffix(".mo").open("rb") as f:
+            _TABLES[lang] = gettext.GNUTranslations(f)
+    return _TABLES[lang]
+
+
+def configure(c, lang: str) -> None:
+    """nbgrader settings of one edition (in its ``nbgrader_config.py``): its course
+    id, and its language for nbgrader's own process and every kernel it starts."""
+    c.CourseDirectory.course_id = COURSE_IDS[lang]
+    os.environ["COURSE_LANG"] = lang
+
+
 def edition_root(root: Path, lang: str) -> Path:
     """The course folder of one edition: ``root`` itself, or ``root/zh``."""
     return (Path(root) / EDITIONS[lang]).resolve()
@@ -65,15 +113,18 @@ def catalog_path(lang: str, domain: str = "notebooks") -> Path:
     return HERE / "locale" / LOCALES[lang] / "LC_MESSAGES" / f"{domain}.po"
 
 
-def read_catalog(path: Path) -> Catalog:
+def read_catalog(path: Path):
     """A .po file as a Babel catalog (an empty one if there is none yet)."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import read_po
+
     if not path.exists():
         return Catalog(locale="zh_CN", project="attention-by-hand")
     with path.open("rb") as f:
         return read_po(f)
 
 
-def translations(catalog: Catalog) -> dict[tuple[str, str], str]:
+def translations(catalog) -> dict[tuple[str, str], str]:
     """``{(context, msgid): msgstr}`` of the finished entries (not empty, not fuzzy)."""
     return {
         (m.context, m.id): m.string
@@ -125,21 +176,72 @@ def translate(nb, context: str, table: dict) -> list[str]:
     return missing[::-1]
 
 
-def update_catalog(notebooks: dict, path: Path) -> Catalog:
+def update_catalog(notebooks: dict, path: Path):
     """Bring the catalog at ``path`` up to date with ``{context: English notebook}``.
 
     New pieces enter untranslated; changed ones fuzzy (Babel's matching); pieces
     gone from the notebooks leave the catalog. Returns the catalog written.
     """
+    from babel.messages.catalog import Catalog
+
     template = Catalog(project="attention-by-hand")
     for context, nb in notebooks.items():
         for index, cell in enumerate(nb.cells):
             for _, _, piece in pieces(cell.source, cell.cell_type):
                 template.add(piece, context=context, locations=[(context, index)])
+    return _merge(template, path)
+
+
+def _merge(template, path: Path):
+    """Update the catalog at ``path`` from ``template`` (Babel) and write it."""
+    from babel.messages.pofile import write_po
+
     catalog = read_catalog(path)
+    template.creation_date = catalog.creation_date  # no churn in the header
     catalog.update(template)
     catalog.obsolete.clear()
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
         write_po(f, catalog, width=88, ignore_obsolete=True)
     return catalog
+
+
+#: Where verdicts are written, and the calls that mark them for the catalog.
+VERDICT_SOURCES = ("checks", "grading")  # the grader: feedback, check, report
+VERDICT_KEYWORDS = {"say": None, "fail": None, "N_": None}
+
+
+def verdict_template():
+    """Every sentence marked in the checks, as a Babel catalog (no translations)."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.extract import extract_from_dir
+
+    template = Catalog(project="attention-by-hand")
+    for folder in VERDICT_SOURCES:
+        found = extract_from_dir(
+            HERE / folder,
+            method_map=[("**.py", "python")],
+            keywords=VERDICT_KEYWORDS,
+            comment_tags=(),
+        )
+        for filename, lineno, message, _, context in found:
+            if isinstance(message, str):
+                template.add(message, context=context, locations=[(filename, lineno)])
+    return template
+
+
+def update_verdicts(lang: str) -> None:
+    """Bring ``verdicts.po`` up to date with the checks; compile ``verdicts.mo``."""
+    path = catalog_path(lang, "verdicts")
+    compile_catalog(_merge(verdict_template(), path), path.with_suffix(".mo"))
+
+
+def compile_catalog(catalog, path: Path | None = None) -> bytes:
+    """The ``.mo`` bytes of a catalog's finished entries (written to ``path``)."""
+    from babel.messages.mofile import write_mo
+
+    out = io.BytesIO()
+    write_mo(out, catalog)
+    if path is not None:
+        path.write_bytes(out.getvalue())
+    return out.getvalue()

@@ -48,14 +48,38 @@ def test_sweep_closes_boxes_of_dead_workers_only(monkeypatch):
     dead.wait()  # a pid that no longer runs: a worker that was killed
     orphan = root / f"course-task-{dead.pid}-0123456789ab"
     orphan.mkdir()
+    # This process's pid with another start time: a dead worker whose pid was reused.
+    reused = root / f"course-task-{os.getpid()}.{contain.started(os.getpid()) - 1}-r-0a"
+    reused.mkdir()
     mine = contain.open_task_box()  # this process's: alive, so left alone
     lost, kept = _sleeper({contain.CGROUP_ENV: str(orphan)}), _sleeper(mine)
+    lost_too = _sleeper({contain.CGROUP_ENV: str(reused)})
     time.sleep(0.2)
     try:
-        assert contain.sweep_orphans() == 1
+        assert contain.sweep_orphans() == 2
         assert lost.wait(timeout=5) == -9 and not orphan.exists()
+        assert lost_too.wait(timeout=5) == -9 and not reused.exists()
         assert kept.poll() is None and Path(mine[contain.CGROUP_ENV]).exists()
     finally:
         contain.close_box(mine)
         kept.wait()
+        contain.close_box({contain.CGROUP_ENV: str(root)})
+
+
+def test_a_run_closes_its_own_boxes_only(monkeypatch):
+    """When a grading run ends, its task boxes close even where their worker
+    lives on (a task the scheduler ran twice); another run's boxes stay."""
+    root = CGROUPS / f"course-test-run-{os.getpid()}"
+    root.mkdir()
+    monkeypatch.setattr(contain, "_ROOT", root)
+    ours, theirs = contain.open_task_box("ours"), contain.open_task_box("theirs")
+    a, b = _sleeper(ours), _sleeper(theirs)
+    time.sleep(0.2)
+    try:
+        assert contain.close_run("ours") == 1
+        assert a.wait(timeout=5) == -9 and not Path(ours[contain.CGROUP_ENV]).exists()
+        assert b.poll() is None and Path(theirs[contain.CGROUP_ENV]).exists()
+    finally:
+        contain.close_box(theirs)
+        b.wait()
         contain.close_box({contain.CGROUP_ENV: str(root)})

@@ -82,7 +82,7 @@ def _token_pids() -> list[int]:
 def _task_worker(pid: int) -> int | None:
     """The pid of the worker whose task box holds process ``pid``."""
     text = Path(f"/proc/{pid}/cgroup").read_text()
-    found = re.search(r"course-task-(\d+)-", text)
+    found = re.search(r"course-task-(\d+)\.", text)
     return int(found.group(1)) if found else None
 
 
@@ -131,6 +131,7 @@ def graded(tmp_path_factory):
             "rows": _rows(url),
             "left": _token_pids(),
             "boxes": _boxes_left(root),
+            "story": _story(file),
         }
 
 
@@ -154,12 +155,48 @@ def _boxes_left(root: Path) -> list[str]:
 
 def _describe(box: Path, pid: int) -> str:
     """A left box, its process and its worker's state: what a failure shows."""
-    worker = int(box.name.split("-")[2])
+    worker = int(box.name.split("-")[2].split(".")[0])
+    return (
+        f"{box.name}: pid {pid} ({_cmdline(pid)}, parent {_parent(pid)}), worker "
+        f"running: {contain.running(worker)} ({_cmdline(worker)}, "
+        f"tgid {_status(worker).get('Tgid')})"
+    )
+
+
+def _cmdline(pid: int) -> str:
     try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120]
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
-        cmd = b"?"
-    return f"{box.name}: pid {pid} ({cmd.decode()}), worker running: {contain.running(worker)}"
+        return "?"
+    return cmd[:120].decode(errors="replace")
+
+
+def _status(pid: int) -> dict[str, str]:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return {k: v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
+
+
+def _parent(pid: int) -> str:
+    return _status(pid).get("PPid", "?")
+
+
+def _story(file: Path) -> str:
+    """What the scheduler did with the tasks, and each live worker's pid: shown
+    when a box is left, to tell a re-run task from a dead worker's leftover."""
+    from distributed import Client
+
+    def transitions(dask_scheduler=None) -> list[str]:
+        log = [t for t in dask_scheduler.transition_log if "grade-" in str(t[0])]
+        events = [e for _, e in dask_scheduler.get_events("all")]
+        return [f"{t[0]} {t[1]}->{t[2]} {t[4]}" for t in log] + list(map(str, events))
+
+    with Client(scheduler_file=str(file), timeout=30) as client:
+        pids = client.run(os.getpid)
+        lines = client.run_on_scheduler(transitions)
+    return "\n".join([f"workers: {pids}", *lines])
 
 
 def _rows(url: str) -> dict[str, int]:
@@ -211,7 +248,7 @@ def test_submission_that_kills_its_worker_twice_fails(graded):
 
 def test_nothing_outlives_its_task(graded):
     assert graded["left"] == [], "processes a killed worker's task started"
-    assert graded["boxes"] == [], "task boxes with processes left behind"
+    assert graded["boxes"] == [], "\n".join([*graded["boxes"], graded["story"]])
 
 
 def test_progress_counts_tasks_to_the_total(graded):

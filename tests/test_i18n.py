@@ -8,19 +8,23 @@ alike, and opens in JupyterLab with Chinese menus.
 * ``COURSE_LANG=zh course lab`` opens the Chinese notebook with zh-CN menus.
 """
 
+import ast
 import io
 import json
 import os
+import re
 import shutil
+import string
 import subprocess
 import sys
 import tokenize
+import warnings
 from pathlib import Path
 
 import nbformat
 import pytest
 from browser import browser
-from harness import autograde, fill, fixture_module, reference_answers
+from harness import autograde, fill, fixture_module, graded_cells, reference_answers
 from services import free_port, serving
 
 from course import authoring, grading, i18n
@@ -28,6 +32,7 @@ from course import authoring, grading, i18n
 ASSIGNMENTS = grading.assignments()
 ZH = i18n.edition_root(grading.ROOT, "zh")
 REPORTS = grading.ROOT / "reports" / "zh"
+CHINESE = re.compile(r"[\u4e00-\u9fff]")
 
 
 @pytest.mark.parametrize(
@@ -97,7 +102,103 @@ def test_chinese_notebook_differs_only_in_what_is_read(assignment):
             assert a.source != b.source, f"{a.id} is English in the Chinese edition"
 
 
-def test_both_editions_grade_a_submission_alike(tmp_path):
+def _fields(message: str) -> list:
+    """The ``{name!conversion:spec}`` fields of a message template."""
+    return sorted(
+        (f, c, spec) for _, f, spec, c in string.Formatter().parse(message) if f
+    )
+
+
+def test_every_verdict_has_a_chinese_translation():
+    """Each sentence the checks and the grader mark (``say``, ``fail``, ``N_``) has
+    a finished translation with the same fields; the catalog holds nothing else,
+    and ``verdicts.mo`` is compiled from it."""
+    marked = {m.id for m in i18n.verdict_template() if m.id}
+    path = i18n.catalog_path("zh", "verdicts")
+    catalog = i18n.read_catalog(path)
+    done = {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
+    assert len(marked) > 200
+    assert sorted(marked - set(done)) == [], "run python -m course.authoring --catalog"
+    assert sorted({m.id for m in catalog if m.id} - marked) == []
+    assert [e for e, z in done.items() if _fields(e) != _fields(z)] == []
+    assert i18n.compile_catalog(catalog) == path.with_suffix(".mo").read_bytes()
+
+
+def _prose_outside_the_catalog(path: Path) -> list[str]:
+    """String literals with words in ``path`` that no ``say``/``fail``/``N_`` marks
+    (docstrings and torch's own English error fragments aside)."""
+    tree = ast.parse(path.read_text())
+    marked, docs = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in MARKS:
+            marked |= {id(n) for a in node.args[:1] for n in ast.walk(a)}
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            docs.add(id(body[0].value))
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in marked | docs:
+            continue
+        text = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(node, ast.JoinedStr):
+            marked |= {id(n) for n in ast.walk(node)}
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+        if (
+            isinstance(text, str)
+            and PROSE.search(text)
+            and text not in ENGLISH_KEYS
+            and not CODE.fullmatch(text)
+        ):
+            found.append(f"{path.name}:{node.lineno}: {text[:60]}")
+    return found
+
+
+MARKS = {"say", "fail", "N_"}
+CODE = re.compile(r"[\w.]+\(.*\)")  # a call, e.g. the name of what is checked
+PROSE = re.compile(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}")
+ENGLISH_KEYS = {  # matched against torch's messages, which are English
+    "view size is not compatible",
+    "must match the size of tensor b",
+    "cannot be multiplied",
+}
+
+
+def test_no_verdict_is_written_outside_the_catalog():
+    """A sentence added to a check without ``say``/``fail`` would speak English
+    only: none is. (A template with fields, not an f-string, is what is marked.)"""
+    checks = Path(i18n.HERE) / "checks"
+    found = [
+        line
+        for path in sorted(checks.glob("*.py"))
+        if path.name != "evidence.py"  # the record format, not verdicts
+        for line in _prose_outside_the_catalog(path)
+    ]
+    assert found == []
+
+
+def test_a_verdict_speaks_the_language_asked_for(monkeypatch):
+    """The same failure, in each language, with the same numbers in it."""
+    import torch
+
+    from course import checks
+
+    said = {}
+    for lang in ("en", "zh"):
+        monkeypatch.setenv("COURSE_LANG", lang)
+        with pytest.raises(checks.CheckFailed) as err:
+            checks.expect_close(
+                torch.zeros(2, 3),
+                torch.ones(2, 3),
+                "probs",
+                what=checks.N_("the reference"),
+            )
+        said[lang] = str(err.value)
+    assert said["en"].startswith("probs does not match the reference")
+    assert CHINESE.search(said["zh"]) and "probs" in said["zh"]
+    assert re.findall(r"\d", said["en"]) == re.findall(r"\d", said["zh"])
+
+
+def test_both_editions_grade_a_submission_alike(tmp_path, monkeypatch):
     """The same answers (one exercise wrong), submitted from each edition, get the
     same score in every cell; a Chinese notebook graded by the English course too."""
     assignment = "05_softmax_and_scaling"
@@ -114,7 +215,7 @@ def test_both_editions_grade_a_submission_alike(tmp_path):
         **reference_answers(courses["en"], assignment),
         mistake.cell: mistake.code,
     }
-    en, _ = autograde(
+    en, en_said = autograde(
         courses["en"],
         assignment,
         {
@@ -122,12 +223,26 @@ def test_both_editions_grade_a_submission_alike(tmp_path):
             "zh_notebook": (fill(releases["zh"], answers), {}),
         },
     )
-    zh, _ = autograde(
+    zh, zh_said = autograde(
         courses["zh"], assignment, {"zh": (fill(releases["zh"], answers), {})}
     )
     assert zh["zh"] == en["en"] == en["zh_notebook"]
     lost = [c for c, (score, top) in en["en"].items() if top and score < top]
     assert set(mistake.fails) <= set(lost), lost
+    for cell in graded_cells(dict.fromkeys(lost)):  # each course's own language
+        assert CHINESE.search(zh_said["zh"][cell]), zh_said["zh"][cell]
+        assert not CHINESE.search(en_said["zh_notebook"][cell]), cell
+        assert not CHINESE.search(en_said["en"][cell]), cell
+    # The Chinese course's class report: Chinese text, plots with a CJK font.
+    from course.grading import report
+
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font(s)"
+        page = report.build(courses["zh"], [assignment], tmp_path / "report")
+    text = page.read_text()
+    verdict = zh_said["zh"][graded_cells(dict.fromkeys(lost))[0]]
+    assert "班级报告" in text and verdict.split(": ", 1)[1][:20] in text
 
 
 @pytest.fixture
@@ -192,8 +307,12 @@ def test_the_glossary_is_what_the_notebooks_say():
     assert len(terms) >= 8 and [t for t in terms if t not in text] == []
 
 
-def test_the_chinese_edition_is_an_nbgrader_course_of_its_own():
+def test_the_chinese_edition_is_an_nbgrader_course_of_its_own(monkeypatch):
+    """Its own course id and root, the English grading steps, and Chinese for
+    nbgrader and its kernels."""
     from traitlets.config.loader import PyFileConfigLoader
+
+    monkeypatch.setenv("COURSE_LANG", "en")  # loading the config sets it
 
     def load(folder: Path):
         return PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config()
@@ -204,3 +323,22 @@ def test_the_chinese_edition_is_an_nbgrader_course_of_its_own():
     assert Path(zh.CourseDirectory.root) == ZH
     for section in ("Autograde", "GenerateFeedback", "Execute", "GuardedExecute"):
         assert zh[section] == en[section], section
+    assert os.environ["COURSE_LANG"] == "zh"
+
+
+def test_course_check_speaks_the_editions_language(tmp_path):
+    """``COURSE_LANG=zh course check`` grades in the Chinese course: its verdicts
+    and its total line are Chinese."""
+    assignment = "05_softmax_and_scaling"
+    notebook = tmp_path / f"{assignment}.ipynb"
+    shutil.copy(grading.notebook_path(ZH, "release", assignment), notebook)
+    proc = subprocess.run(
+        [sys.executable, "-m", "course", "check", str(notebook)],
+        env={**os.environ, "COURSE_LANG": "zh"},
+        cwd=grading.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # nothing answered yet
+    assert "还没有写" in proc.stdout and "总分（自动评分）" in proc.stdout, proc.stdout

@@ -8,8 +8,12 @@ percent files; course/i18n.py).
 
 import os
 
+from course.i18n import configure
+
 c = get_config()  # noqa: F821 - provided by nbgrader
 here = os.path.dirname(os.path.abspath(__file__))
 load_subconfig(os.path.join(here, os.pardir, "nbgrader_config.py"))  # noqa: F821
-c.CourseDirectory.course_id = "attention-by-hand-zh"
 c.CourseDirectory.root = here
+# Its own course id; verdicts, feedback and `course check` in Chinese (nbgrader and
+# every kernel it starts speak COURSE_LANG).
+configure(c, "zh")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 import torch
 
 from ..data import SAMPLE_TEXT, SENTENCE_PAIR
+from ..i18n import N_, say
 from . import evidence
 
 # References taken at import, before any student code runs, so that a notebook which
@@ -45,9 +46,13 @@ class ShortcutUsed(CheckFailed):
     """Raised when a check forbids a library shortcut and the answer used it."""
 
 
-def fail(message: str) -> None:
-    """Raise :class:`CheckFailed` with ``message``."""
-    raise CheckFailed(message)
+def fail(message: str, /, **fields) -> None:
+    """Raise :class:`CheckFailed` with ``message`` in the course's language.
+
+    ``message`` is an English catalog entry (``{field}`` templates filled from
+    ``fields``) or a sentence already made by :func:`course.i18n.say`.
+    """
+    raise CheckFailed(say(message, **fields))
 
 
 def _student_frame(tb) -> str:
@@ -60,7 +65,11 @@ def _student_frame(tb) -> str:
     if not frames:
         return ""
     f = frames[-1]
-    return f" (in your code: `{(f.line or '').strip()}`, line {f.lineno} of its cell)"
+    return say(
+        " (in your code: `{value}`, line {lineno} of its cell)",
+        value=(f.line or "").strip(),
+        lineno=f.lineno,
+    )
 
 
 def call(
@@ -106,13 +115,27 @@ def call(
         return outcome[1]
     _, kind, ename, evalue, where = outcome
     if kind == "type":
-        fail(f"`{name}` should be a function, but it is a {ename}.")
+        fail(
+            "`{name}` should be a function, but it is a {ename}.",
+            name=name,
+            ename=ename,
+        )
     if kind == "check":
         raise CheckFailed(evalue[:1000])
     if kind == "todo":
-        fail(f"`{name}` is not written yet: it still raises NotImplementedError.")
-    hint = next((h for key, h in HINTS.items() if key in evalue), "")
-    raise CheckFailed(f"`{name}` raised {ename}: {evalue[:500]}{where[:300]}{hint}")
+        fail(
+            "`{name}` is not written yet: it still raises NotImplementedError.",
+            name=name,
+        )
+    hint = next((say(h) for key, h in HINTS.items() if key in evalue), "")
+    fail(
+        "`{name}` raised {ename}: {error}{where}{hint}",
+        name=name,
+        ename=ename,
+        error=evalue[:500],  # torch's own words, in English
+        where=where[:300],
+        hint=hint,
+    )
 
 
 def _run(fn, args, kwargs, probe) -> list:
@@ -138,19 +161,29 @@ def given(value, name: str):
 
 #: Torch error fragments and what they usually mean in this course.
 HINTS = {
-    "view size is not compatible": " Hint: after a transpose the tensor is not contiguous;"
-    " call .contiguous() before .view, or use .reshape.",
-    "must match the size of tensor b": " Hint: these shapes do not broadcast; e.g. a (B, T)"
-    " mask must become (B, 1, 1, T) to be added to (B, H, T, T) scores.",
-    "cannot be multiplied": " Hint: check which side needs a transpose; nn.Linear stores"
-    " its weight as (out_features, in_features).",
+    "view size is not compatible": N_(
+        " Hint: after a transpose the tensor is not contiguous; call "
+        ".contiguous() before .view, or use .reshape."
+    ),
+    "must match the size of tensor b": N_(
+        " Hint: these shapes do not broadcast; e.g. a (B, T) mask must "
+        "become (B, 1, 1, T) to be added to (B, H, T, T) scores."
+    ),
+    "cannot be multiplied": N_(
+        " Hint: check which side needs a transpose; nn.Linear stores its "
+        "weight as (out_features, in_features)."
+    ),
 }
 
 
 def expect_tensor(x, name: str) -> _Tensor:
     """Fail unless ``x`` is a torch tensor; return it."""
     if not _isinstance(x, _Tensor):
-        fail(f"{name} should be a torch.Tensor, but it is a {type(x).__name__}.")
+        fail(
+            "{name} should be a torch.Tensor, but it is a {type_name}.",
+            name=name,
+            type_name=type(x).__name__,
+        )
     return x
 
 
@@ -159,15 +192,20 @@ def expect_shape(x, shape: Iterable[int], name: str, hint: str = "") -> _Tensor:
     x = expect_tensor(x, name)
     shape = tuple(shape)
     if tuple(x.shape) != shape:
-        msg = f"{name} should have shape {shape}, but it has shape {tuple(x.shape)}."
-        fail(f"{msg} {hint}".strip())
+        sentence = say(
+            "{name} should have shape {shape}, but it has shape {got}.",
+            name=name,
+            shape=shape,
+            got=tuple(x.shape),
+        )
+        fail(_and(sentence, hint))
     return x
 
 
 def expect_finite(x: _Tensor, name: str, hint: str = "") -> None:
     """Fail if ``x`` holds NaN or inf."""
     if not bool(torch.isfinite(x).all()):
-        fail(f"{name} contains NaN or inf. {hint}".strip())
+        fail(_and(say("{name} contains NaN or inf.", name=name), hint))
 
 
 def max_diff(a: _Tensor, b: _Tensor) -> float:
@@ -207,7 +245,7 @@ def expect_close(
     atol: float = 1e-4,
     rtol: float = 1e-4,
     diagnose: dict[str, _Tensor] | None = None,
-    what: str = "the reference",
+    what: str = N_("the reference"),
 ) -> None:
     """Fail unless ``actual`` matches ``expected`` within float32 tolerance.
 
@@ -226,7 +264,11 @@ def expect_close(
     """
     actual = expect_shape(actual, expected.shape, name)
     if actual.is_complex() or not (actual.is_floating_point()):
-        fail(f"{name} should hold floats, but its dtype is {actual.dtype}.")
+        fail(
+            "{name} should hold floats, but its dtype is {dtype}.",
+            name=name,
+            dtype=actual.dtype,
+        )
     if is_close(actual, expected, atol, rtol):
         return
     named = [
@@ -235,18 +277,38 @@ def expect_close(
         if wrong.shape == expected.shape and _same_mistake(actual, wrong, atol, rtol)
     ]
     if named:  # on some inputs two mistakes give the same numbers: name both
-        fail(f"{name} is wrong: {' Or: '.join(named)}")
+        fail("{name} is wrong: {mistakes}", name=name, mistakes=_either(named))
     expect_finite(actual, name)
     fail(
-        f"{name} does not match {what}: the largest difference is "
-        f"{max_diff(actual, expected):.3g} (allowed about {atol:g})."
+        "{name} does not match {what}: the largest difference is "
+        "{max_diff:.3g} (allowed about {atol:g}).",
+        name=name,
+        what=what,
+        max_diff=max_diff(actual, expected),
+        atol=atol,
     )
+
+
+def _and(sentence: str, hint: str) -> str:
+    """A verdict and the hint that follows it (if any), both in the language."""
+    return f"{sentence} {say(hint)}".strip() if hint else sentence
+
+
+def _either(mistakes: list[str]) -> str:
+    """Several misconceptions that give the same numbers, each in the language."""
+    return say(" Or: ").join(say(m) for m in mistakes)
 
 
 def expect_equal(actual, expected, name: str, hint: str = "") -> None:
     """Fail unless ``actual == expected`` (plain Python values)."""
     if actual != expected:
-        fail(f"{name} should be {expected!r}, but it is {actual!r}. {hint}".strip())
+        sentence = say(
+            "{name} should be {expected!r}, but it is {actual!r}.",
+            name=name,
+            expected=expected,
+            actual=actual,
+        )
+        fail(_and(sentence, hint))
 
 
 @contextlib.contextmanager
@@ -263,7 +325,7 @@ def forbid(targets: Iterable[tuple[object, str]], why: str):
     saved = []
 
     def blocked(*_args, **_kwargs):
-        raise ShortcutUsed(why)
+        raise ShortcutUsed(say(why))
 
     for owner, attr in targets:
         saved.append((owner, attr, owner.__dict__.get(attr, _MISSING)))
@@ -333,4 +395,4 @@ def random_tiny_bert(rng, heads=(1, 2, 3, 4)):
 
 def score_line(passed: bool, message: str) -> None:
     """Print a one-line verdict (used by checks that pass with a remark)."""
-    print(("✓ " if passed else "✗ ") + message)
+    print(("✓ " if passed else "✗ ") + say(message))

@@ -12,6 +12,7 @@ import random
 
 import torch
 
+from ..i18n import N_, say
 from . import (
     SAMPLE_TEXTS,
     allclose,
@@ -24,14 +25,26 @@ from . import (
 from .oracles import Case, course_case, random_cases
 
 _softmax = torch.softmax
-NO_MASK = "padded keys get weight: the attention mask was not applied."
-SIGN = "the mask has the wrong sign: padded keys must get a large negative score, (1 - mask) * -10000 (or the dtype's min), so that exp() sends them to 0."
-MULTIPLIED = "the mask was multiplied into the scores; a score of 0 still gets weight. Add a large negative number at the padded keys instead."
-ON_K = (
+NO_MASK = N_("padded keys get weight: the attention mask was not applied.")
+SIGN = N_(
+    "the mask has the wrong sign: padded keys must get a large negative "
+    "score, (1 - mask) * -10000 (or the dtype's min), so that exp() sends "
+    "them to 0."
+)
+MULTIPLIED = N_(
+    "the mask was multiplied into the scores; a score of 0 still gets "
+    "weight. Add a large negative number at the padded keys instead."
+)
+ON_K = N_(
     "the attention probabilities were applied to K instead of V: context = probs @ V."
 )
-NO_SCALE = "missing 1/sqrt(d): divide the scores by the square root of the head size."
-MIXED = "view without transpose mixes heads: transpose the context back to (B, T, H, d) before merging to (B, T, D)."
+NO_SCALE = N_(
+    "missing 1/sqrt(d): divide the scores by the square root of the head size."
+)
+MIXED = N_(
+    "view without transpose mixes heads: transpose the context back to (B, "
+    "T, H, d) before merging to (B, T, D)."
+)
 
 
 def wrong_probs(case: Case, head: int | None = None) -> dict:
@@ -52,7 +65,7 @@ def wrong_probs(case: Case, head: int | None = None) -> dict:
 
 def _pair(got, name: str):
     if not isinstance(got, (tuple, list)) or len(got) != 2:
-        fail(f"{name} should return a pair (probs, context).")
+        fail("{name} should return a pair (probs, context).", name=name)
     return got
 
 
@@ -61,15 +74,15 @@ def _expect_head(fn, case: Case, head: int, masked: bool, part: str) -> None:
     probs, context = _pair(case.run(fn, *args, name="head_attention"), "head_attention")
     B, T, _ = case.hidden.shape
     if part in ("shape", "all"):
-        expect_shape(probs, (B, T, T), "probs", "One head: (B, T, T).")
-        expect_shape(context, (B, T, case.d), "context", "One head: (B, T, d).")
+        expect_shape(probs, (B, T, T), "probs", say("One head: (B, T, T)."))
+        expect_shape(context, (B, T, case.d), "context", say("One head: (B, T, d)."))
     if part in ("probs", "all"):
         expect_close(
             probs,
             case.probs[:, head],
-            f"probs of head {head}",
+            say("probs of head {head}", head=head),
             diagnose=wrong_probs(case, head),
-            what="the model's attentions",
+            what=say("the model's attentions"),
         )
     if part in ("context", "all"):
         _, k, v = case.qkv(head)
@@ -78,9 +91,9 @@ def _expect_head(fn, case: Case, head: int, masked: bool, part: str) -> None:
         expect_close(
             context,
             want,
-            f"context of head {head}",
+            say("context of head {head}", head=head),
             diagnose=diagnose,
-            what="the attention module's output",
+            what=say("the attention module's output"),
         )
 
 
@@ -122,9 +135,10 @@ def _ext(fn, mask, dtype):
     B, T = mask.shape
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T):
         fail(
-            "extended_mask returned (B, T): the mask is not broadcast over heads and queries; make it (B, 1, 1, T)."
+            "extended_mask returned (B, T): the mask is not broadcast "
+            "over heads and queries; make it (B, 1, 1, T)."
         )
-    hint = "It is added to scores of shape (B, H, T, T)."
+    hint = say("It is added to scores of shape (B, H, T, T).")
     return expect_shape(got, (B, 1, 1, T), "extended_mask", hint)
 
 
@@ -132,18 +146,24 @@ def _expect_ext(fn, mask, dtype) -> None:
     got = _ext(fn, mask, dtype)
     if got.dtype != dtype:
         fail(
-            f"extended_mask has dtype {got.dtype}; it should have the dtype asked for ({dtype}), the scores' dtype."
+            "extended_mask has dtype {dtype}; it should have the dtype "
+            "asked for ({dtype2}), the scores' dtype.",
+            dtype=got.dtype,
+            dtype2=dtype,
         )
     flat, keep = got[:, 0, 0], mask.bool()
     if bool((flat[~keep] > 0).any()):
-        fail("extended_mask is positive at padding: " + SIGN)
+        fail("extended_mask is positive at padding: {why}", why=SIGN)
     if bool((flat[keep] != 0).any()):
         fail(
-            "extended_mask is not 0 at real tokens: tokens keep their scores, only padding gets a large negative number (the mask is the wrong way round?)."
+            "extended_mask is not 0 at real tokens: tokens keep their "
+            "scores, only padding gets a large negative number (the mask "
+            "is the wrong way round?)."
         )
     if bool((flat[~keep] > -1e4).any()):
         fail(
-            "extended_mask at padding should be a large negative number (-10000 or less, e.g. torch.finfo(dtype).min)."
+            "extended_mask at padding should be a large negative number "
+            "(-10000 or less, e.g. torch.finfo(dtype).min)."
         )
 
 
@@ -174,14 +194,16 @@ def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
     )
     B, T, D = case.hidden.shape
     expect_shape(probs, case.probs.shape, "probs", "(B, H, T, T).")
-    expect_shape(context, (B, T, D), "context", "(B, T, D): the heads merged back.")
+    expect_shape(
+        context, (B, T, D), "context", say("(B, T, D): the heads merged back.")
+    )
     if part in ("probs", "all"):
         expect_close(
             probs,
             case.probs,
             "probs",
             diagnose=wrong_probs(case),
-            what="the model's attentions",
+            what=say("the model's attentions"),
         )
     if part in ("context", "all"):
         _, k, v = case.qkv()
@@ -197,7 +219,7 @@ def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
             case.context,
             "context",
             diagnose=diagnose,
-            what="the attention module's output",
+            what=say("the attention module's output"),
         )
 
 
@@ -234,11 +256,11 @@ def first_head_attention_values(attention) -> None:
         "attention_first_head_first_layer",
         diagnose=wrong_probs(case, 0)
         | {
-            "it is transposed: row i is query i's weights over the keys.": case.probs[
-                0, 0
-            ].T
+            say(
+                "it is transposed: row i is query i's weights over the keys."
+            ): case.probs[0, 0].T
         },
-        what="the model's attentions[0][0, 0]",
+        what=say("the model's attentions[0][0, 0]"),
     )
 
 
@@ -251,5 +273,6 @@ def first_head_attention_rows(attention) -> None:
         got.sum(-1).double(), torch.ones(T, dtype=torch.float64), atol=1e-4
     ):
         fail(
-            "The rows of attention_first_head_first_layer do not sum to 1 — softmax over the key dim (-1)."
+            "The rows of attention_first_head_first_layer do not sum to "
+            "1 — softmax over the key dim (-1)."
         )

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..i18n import say
 from . import call, expect_close, expect_shape, fail, forbid, is_close
 from .attention import NO_SCALE
 from .debugging import FUSED, PER_BLOCK
@@ -88,7 +89,11 @@ def _wrong(Q, K, V, chunk: int, mask=None) -> dict:
 
 def _expect_values(fn, Q, K, V, chunk: int, mask=None) -> None:
     out, _ = _run(fn, Q, K, V, chunk, mask)
-    name = f"chunked_attention with Tk={K.shape[-2]}, chunk_size={chunk}"
+    name = say(
+        "chunked_attention with Tk={Tk}, chunk_size={chunk}",
+        Tk=K.shape[-2],
+        chunk=chunk,
+    )
     wrong = _wrong(Q, K, V, chunk, mask)
     expect_close(out, oracle(Q, K, V, mask), name, diagnose=wrong, what="torch")
 
@@ -133,10 +138,12 @@ def chunked_attention_memory(fn) -> None:
     size = math.prod(largest) if largest else 0
     if size >= whole // 2:
         fail(
-            f"chunked_attention made a tensor of shape {tuple(largest)} ({size} "
-            f"numbers) for Tq=64, Tk=1024 and chunk_size=128: as large as the "
-            f"whole score matrix (2, 64, 1024). Work on blocks of at most "
-            f"chunk_size keys and never gather them into one tensor."
+            "chunked_attention made a tensor of shape {largest} ({size} "
+            "numbers) for Tq=64, Tk=1024 and chunk_size=128: as large as "
+            "the whole score matrix (2, 64, 1024). Work on blocks of at "
+            "most chunk_size keys and never gather them into one tensor.",
+            largest=tuple(largest),
+            size=size,
         )
     # Memory is this test's question; a named mistake in the values is judged by
     # the others, but the result must still be (some) attention.

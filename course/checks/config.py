@@ -8,6 +8,7 @@ import torch
 from transformers import BertConfig, BertModel
 
 from .. import models
+from ..i18n import say
 from . import call, equal, expect_close, expect_equal, fail
 
 KEYS = (
@@ -54,11 +55,12 @@ def _described(fn, config) -> dict:
     got = call(fn, config, name="describe_config")
     if not isinstance(got, dict):
         fail(
-            f"describe_config should return a dict, but it returned {type(got).__name__}."
+            "describe_config should return a dict, but it returned {type_name}.",
+            type_name=type(got).__name__,
         )
     missing = [k for k in KEYS if k not in got]
     if missing:
-        fail(f"describe_config's dict is missing the key(s) {missing}.")
+        fail("describe_config's dict is missing the key(s) {missing}.", missing=missing)
     return got
 
 
@@ -73,12 +75,19 @@ def _check_description(fn, config) -> None:
     for key in KEYS:
         value = got[key]
         if isinstance(value, bool) or not isinstance(value, int):
-            fail(f"describe_config's {key!r} should be an int, but it is {value!r}.")
+            fail(
+                "describe_config's {key!r} should be an int, but it is {value!r}.",
+                key=key,
+                value=value,
+            )
         if key == "head_size" and value != truth[key] and value in (32, 64):
             fail(
-                f"head_size is {value} for a config with hidden_size {config.hidden_size} "
-                f"and {config.num_attention_heads} heads: it looks hard-coded. Derive it: "
-                "D // H."
+                "head_size is {value} for a config with hidden_size "
+                "{hidden_size} and {num_attention_heads} heads: it looks "
+                "hard-coded. Derive it: D // H.",
+                value=value,
+                hidden_size=config.hidden_size,
+                num_attention_heads=config.num_attention_heads,
             )
         expect_equal(value, truth[key], f"describe_config(config)[{key!r}]")
 
@@ -88,7 +97,7 @@ def describe_config_keys(fn) -> None:
     got = _described(fn, models.oracle_model().config)
     bad = [k for k in KEYS if isinstance(got[k], bool) or not isinstance(got[k], int)]
     if bad:
-        fail(f"These values should be Python ints: {bad}.")
+        fail("These values should be Python ints: {bad}.", bad=bad)
 
 
 def describe_config_course_model(fn) -> None:
@@ -120,28 +129,40 @@ def _expect_count(fn, model, truth: int, what: str) -> None:
         fail("count_parameters should return a Python int: use int(...) or .item().")
     if isinstance(got, bool) or not isinstance(got, int):
         fail(
-            f"count_parameters should return an int, but it returned {type(got).__name__}."
+            "count_parameters should return an int, but it returned {type_name}.",
+            type_name=type(got).__name__,
         )
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if got == trainable and got != truth:
-        fail(f"On {what} you counted only trainable parameters; frozen ones count too.")
+        fail(
+            "On {what} you counted only trainable parameters; frozen ones count too.",
+            what=what,
+        )
     buffers = sum(b.numel() for b in model.buffers())
     if buffers and got == truth + buffers:
         fail(
-            f"On {what} you counted buffers (such as position_ids); they are not parameters."
+            "On {what} you counted buffers (such as position_ids); they "
+            "are not parameters.",
+            what=what,
         )
     if got > truth:
         fail(
-            f"On {what} you counted {got} but it has {truth}: a weight shared by two "
-            "modules (tied weights) is one parameter and counts once."
+            "On {what} you counted {got} but it has {truth}: a weight "
+            "shared by two modules (tied weights) is one parameter and "
+            "counts once.",
+            what=what,
+            got=got,
+            truth=truth,
         )
-    expect_equal(got, truth, f"count_parameters on {what}")
+    expect_equal(got, truth, say("count_parameters on {what}", what=what))
 
 
 def count_parameters_course_model(fn) -> None:
     """The count matches the course model (computed from its config)."""
     model = models.oracle_model()
-    _expect_count(fn, model, bert_parameter_count(model.config), "the course model")
+    _expect_count(
+        fn, model, bert_parameter_count(model.config), say("the course model")
+    )
 
 
 def count_parameters_random(fn, seed: int) -> None:
@@ -150,16 +171,22 @@ def count_parameters_random(fn, seed: int) -> None:
         config.num_hidden_layers = 1 + i
         config.vocab_size = 60
         model = BertModel(config)
-        _expect_count(fn, model, bert_parameter_count(config), "a BERT of another size")
+        _expect_count(
+            fn, model, bert_parameter_count(config), say("a BERT of another size")
+        )
     torch.manual_seed(seed)
     frozen = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Linear(7, 3))
     frozen[0].requires_grad_(False)
-    _expect_count(fn, frozen, (5 * 7 + 7) + (7 * 3 + 3), "a model with a frozen layer")
+    _expect_count(
+        fn, frozen, (5 * 7 + 7) + (7 * 3 + 3), say("a model with a frozen layer")
+    )
     tied = torch.nn.Sequential(
         torch.nn.Embedding(11, 6), torch.nn.Linear(6, 11, bias=False)
     )
     tied[1].weight = tied[0].weight
-    _expect_count(fn, tied, 11 * 6, "a model whose output layer shares the embedding")
+    _expect_count(
+        fn, tied, 11 * 6, say("a model whose output layer shares the embedding")
+    )
 
 
 def _expect_query(fn, model, index: int) -> None:
@@ -169,28 +196,39 @@ def _expect_query(fn, model, index: int) -> None:
         return
     if isinstance(got, torch.Tensor):
         fail(
-            "query_linear should return the nn.Linear module itself, not a weight tensor."
+            "query_linear should return the nn.Linear module itself, not "
+            "a weight tensor."
         )
     if not isinstance(got, torch.nn.Linear):
         fail(
-            f"query_linear should return an nn.Linear, but returned {type(got).__name__}."
+            "query_linear should return an nn.Linear, but returned {type_name}.",
+            type_name=type(got).__name__,
         )
     if got is self_attn.key or got is self_attn.value:
         which = "key" if got is self_attn.key else "value"
         fail(
-            f"query_linear returned layer {index}'s {which} projection, not its query."
+            "query_linear returned layer {index}'s {which} projection, not its query.",
+            index=index,
+            which=which,
         )
     for i, layer in enumerate(model.encoder.layer):
         if got is layer.attention.self.query:
             fail(
-                f"query_linear(model, {index}) returned layer {i}'s query: layers count from 0."
+                "query_linear(model, {index}) returned layer {i}'s "
+                "query: layers count from 0.",
+                index=index,
+                i=i,
             )
     if equal(got.weight, self_attn.query.weight):
         fail(
-            "query_linear returned a copy of the query projection. Return the very module "
-            "object (so that changing it changes the model)."
+            "query_linear returned a copy of the query projection. "
+            "Return the very module object (so that changing it changes "
+            "the model)."
         )
-    fail(f"query_linear(model, {index}) is not layer {index}'s query projection.")
+    fail(
+        "query_linear(model, {index}) is not layer {index}'s query projection.",
+        index=index,
+    )
 
 
 def query_linear_first_layer(fn) -> None:
@@ -219,26 +257,36 @@ def _expect_resized(fn, model, max_len: int, seed: int, compare: bool) -> None:
     for k, v in model.state_dict().items():
         if k not in before or v.shape != before[k].shape or not equal(v, before[k]):
             fail(
-                "with_max_positions changed the original model; build a new one instead."
+                "with_max_positions changed the original model; build a "
+                "new one instead."
             )
     if model.config.max_position_embeddings != old_rows:
         fail("with_max_positions changed the original model's config; copy it first.")
     if new is model:
         fail(
-            "with_max_positions returned the original model; it should return a new one."
+            "with_max_positions returned the original model; it should "
+            "return a new one."
         )
     if type(new) is not type(model):
         fail(
-            f"with_max_positions should return a {type(model).__name__}, not {type(new).__name__}."
+            "with_max_positions should return a {type_name}, not {type_name2}.",
+            type_name=type(model).__name__,
+            type_name2=type(new).__name__,
         )
     rows = new.embeddings.position_embeddings.weight.shape[0]
     if rows != max_len:
-        fail(f"The new position embedding has {rows} rows; it should have {max_len}.")
+        fail(
+            "The new position embedding has {rows} rows; it should have {max_len}.",
+            rows=rows,
+            max_len=max_len,
+        )
     if new.config.max_position_embeddings != max_len:
         fail(
-            "The embedding was resized but new.config.max_position_embeddings is "
-            f"{new.config.max_position_embeddings}: the structural change goes through "
-            "the config, so the config must say the new size."
+            "The embedding was resized but "
+            "new.config.max_position_embeddings is "
+            "{max_position_embeddings}: the structural change goes "
+            "through the config, so the config must say the new size.",
+            max_position_embeddings=new.config.max_position_embeddings,
         )
     if not compare:
         return
@@ -249,9 +297,9 @@ def _expect_resized(fn, model, max_len: int, seed: int, compare: bool) -> None:
         expect_close(
             got.last_hidden_state,
             want.last_hidden_state,
-            f"the new model's last_hidden_state on {length} tokens",
+            say("the new model's last_hidden_state on {length} tokens", length=length),
             diagnose={},
-            what="the original model's (were all weights copied?)",
+            what=say("the original model's (were all weights copied?)"),
         )
 
 

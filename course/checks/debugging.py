@@ -14,6 +14,7 @@ import random
 import torch
 import torch.nn.functional as F
 
+from ..i18n import N_, say
 from . import (
     call,
     expect_close,
@@ -28,14 +29,38 @@ from .oracles import course_case, random_cases
 _softmax = torch.softmax
 _sdpa = F.scaled_dot_product_attention
 
-NAN_ROWS = "a row whose keys are all masked gives NaN: softmax of a row of -inf is 0/0. Give such rows zeros."
-LEAKS = "a row whose keys are all masked still spreads weight over them (a large negative fill or bias leaves a softmax of equal, or shifted, scores); it should be all zeros."
-INVERTED = "the mask is inverted: True means the query may attend that key, so fill where the mask is False."
-HALF = "in float16 a fill like -1e9 is -inf (float16 stops at 65504), and 0 * -inf is NaN; fill with torch.finfo(scores.dtype).min, or use masked_fill/where."
-KEYS_INVERTED = "the mask is inverted: it is True at the padding. attention_mask is 1 at real tokens, and True must mean may attend."
-MIXED = "x.view(B, H, T, d) reads each token's features as if they were laid out head by head across tokens, so heads and tokens are mixed. View as (B, T, H, d), then transpose(1, 2)."
-PER_BLOCK = "each block of keys is normalised on its own; keep a running max and sum across blocks, and rescale what you summed so far when the max grows."
-FUSED = (
+NAN_ROWS = N_(
+    "a row whose keys are all masked gives NaN: softmax of a row of -inf is "
+    "0/0. Give such rows zeros."
+)
+LEAKS = N_(
+    "a row whose keys are all masked still spreads weight over them (a large "
+    "negative fill or bias leaves a softmax of equal, or shifted, scores); "
+    "it should be all zeros."
+)
+INVERTED = N_(
+    "the mask is inverted: True means the query may attend that key, so fill "
+    "where the mask is False."
+)
+HALF = N_(
+    "in float16 a fill like -1e9 is -inf (float16 stops at 65504), and 0 * "
+    "-inf is NaN; fill with torch.finfo(scores.dtype).min, or use "
+    "masked_fill/where."
+)
+KEYS_INVERTED = N_(
+    "the mask is inverted: it is True at the padding. attention_mask is 1 at "
+    "real tokens, and True must mean may attend."
+)
+MIXED = N_(
+    "x.view(B, H, T, d) reads each token's features as if they were laid out "
+    "head by head across tokens, so heads and tokens are mixed. View as (B, "
+    "T, H, d), then transpose(1, 2)."
+)
+PER_BLOCK = N_(
+    "each block of keys is normalised on its own; keep a running max and sum "
+    "across blocks, and rescale what you summed so far when the max grows."
+)
+FUSED = N_(
     "Write the blocks by hand: torch's fused attention is turned off for this exercise."
 )
 
@@ -48,21 +73,29 @@ def masked_oracle(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1):
 
 def _expect_masked(fn, scores, mask, dim: int = -1) -> None:
     got = call(fn, scores.clone(), mask.clone(), dim=dim, name="masked_softmax")
-    name = f"masked_softmax on {scores.dtype} scores {tuple(scores.shape)}"
+    name = say(
+        "masked_softmax on {dtype} scores {shape}",
+        dtype=scores.dtype,
+        shape=tuple(scores.shape),
+    )
     got = expect_shape(got, scores.shape, name)
     if got.dtype != scores.dtype:
-        fail(f"{name} is {got.dtype}; the result should keep the scores' dtype.")
+        fail(
+            "{name} is {dtype}; the result should keep the scores' dtype.",
+            name=name,
+            dtype=got.dtype,
+        )
     full = torch.broadcast_to(mask, scores.shape)
     empty = torch.broadcast_to(~full.any(dim, keepdim=True), scores.shape)
     want = masked_oracle(scores, mask, dim)
     tol = 2e-3 if scores.dtype == torch.float16 else 1e-5
     if bool(empty.any()) and is_close(got[~empty], want[~empty], tol, tol):
         if bool(got[empty].isnan().all()):
-            fail(f"{name} is wrong: {NAN_ROWS}")
+            fail("{name} is wrong: {mistakes}", name=name, mistakes=NAN_ROWS)
         if bool(got[empty].isfinite().all() and got[empty].any()):
-            fail(f"{name} is wrong: {LEAKS}")
+            fail("{name} is wrong: {mistakes}", name=name, mistakes=LEAKS)
     if scores.dtype == torch.float16 and bool(got[~empty].isnan().any()):
-        fail(f"{name} is wrong: {HALF}")
+        fail("{name} is wrong: {mistakes}", name=name, mistakes=HALF)
     s = scores.double().masked_fill(full, -math.inf)
     wrong = {INVERTED: torch.nan_to_num(_softmax(s, dim))}
     expect_close(got, want, name, atol=tol, rtol=tol, diagnose=wrong, what="torch")
@@ -131,7 +164,8 @@ def _expect_key_mask(fn, case) -> None:
     got = expect_tensor(got, "key_mask(attention_mask)")
     if got.dtype != torch.bool:
         fail(
-            f"key_mask should give a bool tensor (True = may attend), not {got.dtype}."
+            "key_mask should give a bool tensor (True = may attend), not {dtype}.",
+            dtype=got.dtype,
         )
     q, k, _ = case.qkv()  # (B, H, T, d)
     scores = q @ k.mT / math.sqrt(case.d)  # (B, H, T, T)
@@ -142,16 +176,18 @@ def _expect_key_mask(fn, case) -> None:
         full = None
     if full is None or tuple(got.shape[-3:-1]) not in {(1, 1), ()}:
         fail(
-            f"key_mask gives shape {tuple(got.shape)}; it should be (B, 1, 1, T) = "
-            f"{(B, 1, 1, T)}, so that it broadcasts over heads and queries."
+            "key_mask gives shape {shape}; it should be (B, 1, 1, T) = "
+            "{shape2}, so that it broadcasts over heads and queries.",
+            shape=tuple(got.shape),
+            shape2=(B, 1, 1, T),
         )
     wrong = {KEYS_INVERTED: masked_oracle(scores, case.mask[:, None, None, :] == 0)}
     expect_close(
         masked_oracle(scores, full),
         case.probs,
-        "the attention with your key_mask",
+        say("the attention with your key_mask"),
         diagnose=wrong,
-        what="the model's attentions",
+        what=say("the model's attentions"),
     )
 
 
@@ -180,9 +216,9 @@ def _expect_split(fn, case) -> None:
     expect_close(
         masked_oracle(scores, allowed),
         case.probs,
-        "the attention of your split Q and K",
+        say("the attention of your split Q and K"),
         diagnose=wrong,
-        what="the model's attentions",
+        what=say("the model's attentions"),
     )
 
 
@@ -202,25 +238,31 @@ def _expect_table(fn, T: int, D: int) -> torch.Tensor:
     name = f"position_table({T}, {D})"
     got = expect_shape(got, (T, D), name)
     if not got.is_floating_point():
-        fail(f"{name} should hold floats, not {got.dtype}.")
+        fail("{name} should hold floats, not {dtype}.", name=name, dtype=got.dtype)
     expect_finite(got, name)
     got = got.double()
     if float(got.abs().max()) > 10:
         fail(
-            f"{name} reaches {float(got.abs().max()):.3g}: values that grow with the "
-            "position swamp the token embeddings (about 1 in size). Keep them bounded."
+            "{name} reaches {value:.3g}: values that grow with the "
+            "position swamp the token embeddings (about 1 in size). Keep "
+            "them bounded.",
+            name=name,
+            value=float(got.abs().max()),
         )
     gaps = torch.cdist(got, got) + torch.eye(T, dtype=got.dtype) * 1e9
     if float(gaps.min()) < 1e-3:
         i, j = divmod(int(gaps.argmin()), T)
         same = (
-            "every row is zero"
+            say("every row is zero")
             if float(got.abs().max()) < 1e-9
-            else (f"rows {i} and {j} are the same")
+            else (say("rows {i} and {j} are the same", i=i, j=j))
         )
         fail(
-            f"{name}: {same}, so the model still cannot tell those positions apart "
-            "(attention alone sees a bag of tokens). Give every position its own row."
+            "{name}: {same}, so the model still cannot tell those "
+            "positions apart (attention alone sees a bag of tokens). "
+            "Give every position its own row.",
+            name=name,
+            same=same,
         )
     return got
 
@@ -256,6 +298,9 @@ def position_table_random(fn, seed: int) -> None:
         table = _expect_table(fn, T, D)
         if not _breaks_symmetry(table, seed + i):
             fail(
-                f"With position_table({T}, {D}) added, a transformer layer still "
-                "gives the same outputs, reordered, for reordered tokens."
+                "With position_table({T}, {D}) added, a transformer "
+                "layer still gives the same outputs, reordered, for "
+                "reordered tokens.",
+                T=T,
+                D=D,
             )

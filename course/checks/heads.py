@@ -11,13 +11,20 @@ import random
 import torch
 
 from .. import data, models
+from ..i18n import N_, say
 from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail, given, no_forward
 from .oracles import sample_qk
 
-SLICE = "Project with this head's rows only (W_h, b_h); calling the whole layer is the shortcut this exercise turns off."
+SLICE = N_(
+    "Project with this head's rows only (W_h, b_h); calling the whole layer "
+    "is the shortcut this exercise turns off."
+)
 
-COLUMNS = "sliced columns: the head lives in rows. Linear stores W as (out, in), so head h owns rows h*d:(h+1)*d."
-OFFSET = "took rows [h:h+d]; head h starts at row h*d."
+COLUMNS = N_(
+    "sliced columns: the head lives in rows. Linear stores W as (out, in), "
+    "so head h owns rows h*d:(h+1)*d."
+)
+OFFSET = N_("took rows [h:h+d]; head h starts at row h*d.")
 
 
 def _head_truth(linear, head, d):
@@ -59,17 +66,19 @@ def _expect_weight(fn, linear, head, d) -> None:
     want, _ = _head_truth(linear, head, d)
     W = linear.weight.detach()
     if isinstance(W_h, torch.Tensor) and tuple(W_h.shape) == (linear.in_features, d):
-        fail(f"W_h has shape {tuple(W_h.shape)} = (D, d): {COLUMNS}")
-    expect_shape(W_h, want.shape, "W_h", "One head's weight is (d, D).")
+        fail(
+            "W_h has shape {shape} = (D, d): {why}", shape=tuple(W_h.shape), why=COLUMNS
+        )
+    expect_shape(W_h, want.shape, "W_h", say("One head's weight is (d, D)."))
     diagnose = {COLUMNS: W[:, head * d : (head + 1) * d].T}
     if head:
         diagnose[OFFSET] = W[head : head + d]
     expect_close(
         W_h,
         want,
-        f"W_h for head {head}",
+        say("W_h for head {head}", head=head),
         diagnose=diagnose,
-        what="that head's rows of the layer",
+        what=say("that head's rows of the layer"),
     )
 
 
@@ -77,12 +86,16 @@ def _expect_bias(fn, linear, head, d) -> None:
     _, b_h = _get_head(fn, linear, head, d)
     if b_h is None:
         fail(
-            "b_h is None: the bias of the head's outputs is part of the head (b[h*d:(h+1)*d])."
+            "b_h is None: the bias of the head's outputs is part of the "
+            "head (b[h*d:(h+1)*d])."
         )
     _, want = _head_truth(linear, head, d)
-    expect_shape(b_h, want.shape, "b_h", "One head's bias is (d,).")
+    expect_shape(b_h, want.shape, "b_h", say("One head's bias is (d,)."))
     expect_close(
-        b_h, want, f"b_h for head {head}", what="that head's slice of the bias"
+        b_h,
+        want,
+        say("b_h for head {head}", head=head),
+        what=say("that head's slice of the bias"),
     )
 
 
@@ -92,9 +105,11 @@ def head_params_shape(fn) -> None:
     d = c.hidden_size // c.num_attention_heads
     W_h, b_h = _get_head(fn, linear, 1, d)
     if isinstance(W_h, torch.Tensor) and tuple(W_h.shape) == (c.hidden_size, d):
-        fail(f"W_h has shape {tuple(W_h.shape)} = (D, d): {COLUMNS}")
-    expect_shape(W_h, (d, c.hidden_size), "W_h", "One head's weight is (d, D).")
-    expect_shape(b_h, (d,), "b_h", "One head's bias is (d,).")
+        fail(
+            "W_h has shape {shape} = (D, d): {why}", shape=tuple(W_h.shape), why=COLUMNS
+        )
+    expect_shape(W_h, (d, c.hidden_size), "W_h", say("One head's weight is (d, D)."))
+    expect_shape(b_h, (d,), "b_h", say("One head's bias is (d,)."))
 
 
 def head_params_weight(fn) -> None:
@@ -131,12 +146,14 @@ def _expect_projection(fn, x, linear, head, d) -> None:
         except AssertionError as err:
             if "cannot be multiplied" in str(err):
                 fail(
-                    f"{err} Linear stores W as (out, in): project with x @ W_h.T, not x @ W_h."
+                    "{err} Linear stores W as (out, in): project with x "
+                    "@ W_h.T, not x @ W_h.",
+                    err=err,
                 )
             raise
     diagnose = {
-        "the bias is missing: y = x @ W_h.T + b_h.": x @ W_h.T,
-        "x @ W_h without .T: Linear stores W as (out, in).": (x @ W_h + b_h)
+        say("the bias is missing: y = x @ W_h.T + b_h."): x @ W_h.T,
+        say("x @ W_h without .T: Linear stores W as (out, in)."): (x @ W_h + b_h)
         if W_h.shape[0] == W_h.shape[1]
         else want * 0 - 1,
     }
@@ -145,7 +162,7 @@ def _expect_projection(fn, x, linear, head, d) -> None:
         want,
         f"project_head(x, linear, {head}, {d})",
         diagnose=diagnose,
-        what="the layer's own output for that head",
+        what=say("the layer's own output for that head"),
     )
 
 
@@ -185,7 +202,10 @@ def first_head_q(Q) -> None:
     Q = given(Q, "Q_first_head_first_layer")
     queries, _ = _neuron_view()
     expect_close(
-        Q, queries[0], "Q_first_head_first_layer", what="bertviz's neuron-view queries"
+        Q,
+        queries[0],
+        "Q_first_head_first_layer",
+        what=say("bertviz's neuron-view queries"),
     )
 
 
@@ -199,7 +219,7 @@ def first_head_k(K) -> None:
         keys[0],
         "K_first_head_first_layer",
         diagnose=diagnose,
-        what="bertviz's neuron-view keys",
+        what=say("bertviz's neuron-view keys"),
     )
 
 
@@ -212,5 +232,8 @@ def first_head_v(V) -> None:
     with torch.no_grad():
         want = value(sample_embeddings())[:, :d]
     expect_close(
-        V, want, "V_first_head_first_layer", what="the value layer's output for head 0"
+        V,
+        want,
+        "V_first_head_first_layer",
+        what=say("the value layer's output for head 0"),
     )

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import data, models
+from ..i18n import N_, say
 from . import (
     call,
     equal,
@@ -23,15 +24,27 @@ from . import (
     random_tiny_bert,
 )
 
-BY_HAND = "Build it from its parts (Linear, LayerNorm, Embedding modules): calling the block itself is the shortcut this exercise turns off."
-PRE_LN = "pre-LN instead of post-LN: BERT normalises after adding the residual, LayerNorm(x + sublayer(x))."
-AFTER_LN = (
+BY_HAND = N_(
+    "Build it from its parts (Linear, LayerNorm, Embedding modules): calling "
+    "the block itself is the shortcut this exercise turns off."
+)
+PRE_LN = N_(
+    "pre-LN instead of post-LN: BERT normalises after adding the residual, "
+    "LayerNorm(x + sublayer(x))."
+)
+AFTER_LN = N_(
     "the residual was added after LayerNorm; BERT computes LayerNorm(x + sublayer(x))."
 )
-NO_RESIDUAL = "the residual connection is missing: LayerNorm(x + sublayer(x))."
-RELU = "ReLU instead of GELU: BERT's feed-forward uses GELU."
-TANH_GELU = "the tanh approximation of GELU; BERT's 'gelu' is the exact erf form (F.gelu(x) with its default)."
-DROPOUT = "the result changes from one call to the next: dropout is active. At inference dropout is off (eval mode, or training=False)."
+NO_RESIDUAL = N_("the residual connection is missing: LayerNorm(x + sublayer(x)).")
+RELU = N_("ReLU instead of GELU: BERT's feed-forward uses GELU.")
+TANH_GELU = N_(
+    "the tanh approximation of GELU; BERT's 'gelu' is the exact erf form "
+    "(F.gelu(x) with its default)."
+)
+DROPOUT = N_(
+    "the result changes from one call to the next: dropout is active. At "
+    "inference dropout is off (eval mode, or training=False)."
+)
 
 
 def _blocked(*modules) -> list:
@@ -106,7 +119,7 @@ def _twice(fn, args, name):
         and a.shape == b.shape
         and not equal(a, b)
     ):
-        fail(f"{name}: {DROPOUT}")
+        fail("{name}: {why}", name=name, why=DROPOUT)
     return a
 
 
@@ -124,22 +137,25 @@ def _expect_embeddings(fn, case: Case) -> None:
             emb.token_type_embeddings(case.types),
         )
         diagnose = {
-            "the position embeddings are missing: add position_embeddings(arange(T)).": emb.LayerNorm(
-                w + t
-            ),
-            "the token-type embeddings are missing: add token_type_embeddings(token_type_ids).": emb.LayerNorm(
-                w + p
-            ),
-            "the LayerNorm is missing: embeddings = LayerNorm(word + position + token type).": w
-            + p
-            + t,
+            say(
+                "the position embeddings are missing: add "
+                "position_embeddings(arange(T))."
+            ): emb.LayerNorm(w + t),
+            say(
+                "the token-type embeddings are missing: add "
+                "token_type_embeddings(token_type_ids)."
+            ): emb.LayerNorm(w + p),
+            say(
+                "the LayerNorm is missing: embeddings = LayerNorm(word + "
+                "position + token type)."
+            ): w + p + t,
         }
     expect_close(
         got,
         want,
         "embeddings_forward(...)",
         diagnose=diagnose,
-        what="the model's hidden_states[0]",
+        what=say("the model's hidden_states[0]"),
     )
 
 
@@ -182,7 +198,7 @@ def _expect_attention_block(fn, case: Case, masked: bool) -> None:
         case.attn_out,
         "attention_block(...)",
         diagnose=diagnose,
-        what="the layer's attention output",
+        what=say("the layer's attention output"),
     )
 
 
@@ -230,7 +246,7 @@ def _expect_feed_forward(fn, case: Case) -> None:
         want,
         "feed_forward(...)",
         diagnose=diagnose,
-        what="the layer's output",
+        what=say("the layer's output"),
         atol=2e-4,
     )
 
@@ -261,7 +277,7 @@ def _expect_layer(fn, case: Case, masked: bool) -> None:
         got,
         case.after,
         "bert_layer(...)",
-        what="the model's next hidden state",
+        what=say("the model's next hidden state"),
         atol=2e-4,
     )
 
@@ -293,24 +309,32 @@ def _expect_encoder(fn, case: Case) -> None:
     L = model.config.num_hidden_layers
     if not isinstance(got, (tuple, list)):
         fail(
-            f"bert_encoder should return a tuple of {L + 1} tensors, not a {type(got).__name__}."
+            "bert_encoder should return a tuple of {count} tensors, not a {type_name}.",
+            count=L + 1,
+            type_name=type(got).__name__,
         )
     if len(got) == L:
         fail(
-            f"bert_encoder returned {L} tensors; hidden_states has L + 1 = {L + 1}: the embedding output comes first."
+            "bert_encoder returned {L} tensors; hidden_states has L + 1 "
+            "= {count}: the embedding output comes first.",
+            L=L,
+            count=L + 1,
         )
     if len(got) != L + 1:
         fail(
-            f"bert_encoder returned {len(got)} tensors; it should return L + 1 = {L + 1}."
+            "bert_encoder returned {got} tensors; it should return L + 1 = {count}.",
+            got=len(got),
+            count=L + 1,
         )
     with torch.no_grad():
         unmasked = model(input_ids=case.ids, token_type_ids=case.types).hidden_states
     for i, (g, want) in enumerate(zip(got, case.states, strict=True)):
         diagnose = (
             {
-                "the attention mask was not passed on: padded tokens are attended to.": unmasked[
-                    i
-                ]
+                say(
+                    "the attention mask was not passed on: padded tokens are "
+                    "attended to."
+                ): unmasked[i]
             }
             if bool((case.mask == 0).any())
             else {}
@@ -320,7 +344,7 @@ def _expect_encoder(fn, case: Case) -> None:
             want,
             f"bert_encoder(...)[{i}]",
             diagnose=diagnose,
-            what=f"the model's hidden_states[{i}]",
+            what=say("the model's hidden_states[{i}]", i=i),
             atol=3e-4,
             rtol=3e-4,
         )
@@ -335,7 +359,10 @@ def bert_encoder_length(fn) -> None:
     if not isinstance(got, (tuple, list)) or len(got) != L + 1:
         n = len(got) if isinstance(got, (tuple, list)) else type(got).__name__
         fail(
-            f"bert_encoder should return a tuple of L + 1 = {L + 1} tensors (embedding output first); got {n}."
+            "bert_encoder should return a tuple of L + 1 = {count} "
+            "tensors (embedding output first); got {n}.",
+            count=L + 1,
+            n=n,
         )
     for i, g in enumerate(got):
         expect_shape(g, case.states[0].shape, f"bert_encoder(...)[{i}]")

@@ -18,9 +18,14 @@ import torch
 import torch.nn.functional as F
 
 from .. import data, models
+from ..i18n import N_
 from . import call, forbid, random_batch, random_tiny_bert
 
-BY_HAND = "Compute attention by hand from self_attn.query/key/value: calling the attention module (or torch's fused attention) is the shortcut this exercise turns off."
+BY_HAND = N_(
+    "Compute attention by hand from self_attn.query/key/value: calling the "
+    "attention module (or torch's fused attention) is the shortcut this "
+    "exercise turns off."
+)
 
 
 class Case:

@@ -7,11 +7,28 @@ import random
 import torch
 
 from .. import data, models
+from ..i18n import N_, say
 from . import call, equal, expect_close, expect_shape, fail, no_forward
 
-POOLER = "Recompute the pooler by hand from its dense layer; calling model.pooler is the shortcut this exercise turns off."
-WORDS = (
-    "the bank river money attention head query key value layer token sat on mat".split()
+POOLER = N_(
+    "Recompute the pooler by hand from its dense layer; calling model.pooler "
+    "is the shortcut this exercise turns off."
+)
+WORDS = (  # random texts are made of these
+    "the",
+    "bank",
+    "river",
+    "money",
+    "attention",
+    "head",
+    "query",
+    "key",
+    "value",
+    "layer",
+    "token",
+    "sat",
+    "on",
+    "mat",
 )
 
 
@@ -27,23 +44,32 @@ def _expect_batch(fn, tokenizer, texts, max_length) -> None:
         or "attention_mask" not in enc
     ):
         fail(
-            "encode should return the tokenizer's BatchEncoding (with input_ids and attention_mask)."
+            "encode should return the tokenizer's BatchEncoding (with "
+            "input_ids and attention_mask)."
         )
     ids, mask = enc["input_ids"], enc["attention_mask"]
     if not isinstance(ids, torch.Tensor):
         fail(
-            f"input_ids is a {type(ids).__name__}: ask the tokenizer for PyTorch tensors (return_tensors='pt')."
+            "input_ids is a {type_name}: ask the tokenizer for PyTorch "
+            "tensors (return_tensors='pt').",
+            type_name=type(ids).__name__,
         )
     singles = [tokenizer(t)["input_ids"] for t in texts]
     longest = max(len(s) for s in singles)
     T = min(longest, max_length)
     if ids.shape[1] == max_length and T < max_length:
         fail(
-            f"The batch is padded to max_length={max_length}, but it should be padded only to the longest text ({T} tokens)."
+            "The batch is padded to max_length={max_length}, but it "
+            "should be padded only to the longest text ({T} tokens).",
+            max_length=max_length,
+            T=T,
         )
     if longest > max_length and ids.shape[1] > max_length:
         fail(
-            f"The batch has {ids.shape[1]} tokens per row but max_length is {max_length}: truncate."
+            "The batch has {shape} tokens per row but max_length is "
+            "{max_length}: truncate.",
+            shape=ids.shape[1],
+            max_length=max_length,
         )
     expect_shape(ids, (len(texts), T), "input_ids")
     expect_shape(mask, (len(texts), T), "attention_mask")
@@ -52,14 +78,18 @@ def _expect_batch(fn, tokenizer, texts, max_length) -> None:
         want_mask = torch.tensor([1] * n + [0] * (T - n))
         if not equal(mask[row].long(), want_mask):
             fail(
-                f"attention_mask row {row} should be 1 on its {n} tokens and 0 on padding."
+                "attention_mask row {row} should be 1 on its {n} tokens "
+                "and 0 on padding.",
+                row=row,
+                n=n,
             )
         if (
             ids[row, n - 1].item() != tokenizer.sep_token_id
             or ids[row, 0].item() != tokenizer.cls_token_id
         ):
             fail(
-                "Each row should start with [CLS] and end with [SEP], also when truncated."
+                "Each row should start with [CLS] and end with [SEP], "
+                "also when truncated."
             )
 
 
@@ -104,11 +134,14 @@ def _true_shapes(model, B: int, T: int) -> dict:
 def _expect_shapes(fn, model, B: int, T: int) -> None:
     got = call(fn, model.config, B, T, name="output_shapes")
     if not isinstance(got, dict):
-        fail(f"output_shapes should return a dict, not {type(got).__name__}.")
+        fail(
+            "output_shapes should return a dict, not {type_name}.",
+            type_name=type(got).__name__,
+        )
     truth = _true_shapes(model, B, T)
     for key, want in truth.items():
         if key not in got:
-            fail(f"output_shapes is missing the key {key!r}.")
+            fail("output_shapes is missing the key {key!r}.", key=key)
         value = (
             tuple(got[key])
             if isinstance(got[key], (list, tuple, torch.Size))
@@ -119,15 +152,22 @@ def _expect_shapes(fn, model, B: int, T: int) -> None:
         H, D = model.config.num_attention_heads, model.config.hidden_size
         if key == "attentions" and value == (B, D, T, T):
             fail(
-                "attentions has D where H goes: one (T, T) map per head, so (B, H, T, T)."
+                "attentions has D where H goes: one (T, T) map per head, "
+                "so (B, H, T, T)."
             )
         if key == "num_hidden_states" and value == want - 1:
             fail(
-                "hidden_states has one entry per layer plus the embedding output: L + 1."
+                "hidden_states has one entry per layer plus the "
+                "embedding output: L + 1."
             )
         if key in ("last_hidden_state", "hidden_states") and value == (B, T, H):
-            fail(f"{key} has H where D goes: (B, T, D).")
-        fail(f"output_shapes()[{key!r}] is {value}, but the model gives {want}.")
+            fail("{key} has H where D goes: (B, T, D).", key=key)
+        fail(
+            "output_shapes()[{key!r}] is {value}, but the model gives {want}.",
+            key=key,
+            value=value,
+            want=want,
+        )
 
 
 def output_shapes_course(fn) -> None:
@@ -162,21 +202,27 @@ def _expect_pooler(fn, model, ids) -> None:
         got,
         want.shape,
         "pooler(model, last_hidden_state)",
-        "One vector per text: (B, D).",
+        say("One vector per text: (B, D)."),
     )
     first = last[:, 0]
     diagnose = {
-        "the tanh is missing: pooler = tanh(dense(h_[CLS])).": dense(first),
-        "it pools the mean token; BERT's pooler takes the first token, [CLS].": torch.tanh(
-            dense(last.mean(1))
+        say("the tanh is missing: pooler = tanh(dense(h_[CLS]))."): dense(first),
+        say(
+            "it pools the mean token; BERT's pooler takes the first token, [CLS]."
+        ): torch.tanh(dense(last.mean(1))),
+        say("it skips the dense layer: pooler = tanh(dense(h_[CLS]))."): torch.tanh(
+            first
         ),
-        "it skips the dense layer: pooler = tanh(dense(h_[CLS])).": torch.tanh(first),
-        "it takes the last token; BERT's pooler takes the first, [CLS].": torch.tanh(
-            dense(last[:, -1])
-        ),
+        say(
+            "it takes the last token; BERT's pooler takes the first, [CLS]."
+        ): torch.tanh(dense(last[:, -1])),
     }
     expect_close(
-        got, want, "pooler(...)", diagnose=diagnose, what="the model's pooler_output"
+        got,
+        want,
+        "pooler(...)",
+        diagnose=diagnose,
+        what=say("the model's pooler_output"),
     )
 
 
@@ -216,10 +262,15 @@ def _expect_keys(fn, model) -> None:
     want = sorted(output[-1][0].keys())
     got = call(fn, output, name="neuron_view_keys")
     if not isinstance(got, (list, tuple)):
-        fail(f"neuron_view_keys should return a list of str, not {type(got).__name__}.")
+        fail(
+            "neuron_view_keys should return a list of str, not {type_name}.",
+            type_name=type(got).__name__,
+        )
     if sorted(got) != want:
         fail(
-            f"neuron_view_keys returned {list(got)}; the entry of one layer has other keys. Look at output[-1][0]."
+            "neuron_view_keys returned {got}; the entry of one layer has "
+            "other keys. Look at output[-1][0].",
+            got=list(got),
         )
 
 

@@ -11,9 +11,13 @@ import random
 import torch
 
 from .. import models
+from ..i18n import N_
 from . import SAMPLE_TEXTS, call, expect_close, fail
 
-TRANSPOSED = "the heatmap is transposed: rows (y axis) are queries and columns (x axis) are keys, so draw probs itself (imshow(probs))."
+TRANSPOSED = N_(
+    "the heatmap is transposed: rows (y axis) are queries and columns (x "
+    "axis) are keys, so draw probs itself (imshow(probs))."
+)
 
 
 def _probs_tokens(seed: int, T: int):
@@ -49,11 +53,14 @@ def _expect_heatmap(fn, probs, tokens, given_ax: bool) -> None:
         plt.close("all")
     if got["type"] != "Axes":
         fail(
-            f"attention_heatmap should return the matplotlib Axes it drew on, not {got['type']}."
+            "attention_heatmap should return the matplotlib Axes it drew "
+            "on, not {got}.",
+            got=got["type"],
         )
     if given_ax and not got["on_given"]:
         fail(
-            "attention_heatmap was given an Axes (ax=...) but drew elsewhere: draw on the ax you are given."
+            "attention_heatmap was given an Axes (ax=...) but drew "
+            "elsewhere: draw on the ax you are given."
         )
     if got["image"] is None:
         fail("attention_heatmap drew no image: use ax.imshow(probs).")
@@ -68,7 +75,11 @@ def _expect_heatmap(fn, probs, tokens, given_ax: bool) -> None:
         labels = got[axis]
         if labels != list(tokens):
             fail(
-                f"The {axis} tick labels should be the tokens, one per row/column, in order; they are {labels[:6]}{'...' if len(labels) > 6 else ''}."
+                "The {axis} tick labels should be the tokens, one per "
+                "row/column, in order; they are {labels}{more}.",
+                axis=axis,
+                labels=labels[:6],
+                more="..." if len(labels) > 6 else "",
             )
 
 
@@ -97,7 +108,10 @@ def _expect_top(fn, probs, tokens, q: int, k: int) -> None:
     order = sorted(range(len(tokens)), key=lambda j: (-float(probs[q, j]), j))
     want = [tokens[j] for j in order[:k]]
     if not isinstance(got, list) or not all(isinstance(t, str) for t in got):
-        fail(f"top_attended should return a list of str (tokens), not {got!r:.80}.")
+        fail(
+            "top_attended should return a list of str (tokens), not {got!r:.80}.",
+            got=got,
+        )
     if got == want:
         return
     col = sorted(range(len(tokens)), key=lambda j: (-float(probs[j, q]), j))
@@ -105,7 +119,13 @@ def _expect_top(fn, probs, tokens, q: int, k: int) -> None:
         fail("top_attended read the column: what query i attends to is row i of probs.")
     if got == list(reversed(want)) or got == [tokens[j] for j in order[::-1][:k]]:
         fail("top_attended is in the wrong order: most attended first.")
-    fail(f"top_attended(probs, tokens, {q}, {k}) should be {want}, not {got}.")
+    fail(
+        "top_attended(probs, tokens, {q}, {k}) should be {want}, not {got}.",
+        q=q,
+        k=k,
+        want=want,
+        got=got,
+    )
 
 
 def top_attended_small(fn) -> None:
@@ -154,7 +174,8 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
         tuple(ij) for ij in (torch.stack(nxt) >= threshold).nonzero().tolist()
     }:
         fail(
-            "previous_token_heads looked at the next token (offset +1); the previous token of query i is key i - 1 (offset -1)."
+            "previous_token_heads looked at the next token (offset +1); "
+            "the previous token of query i is key i - 1 (offset -1)."
         )
     same = [
         torch.diagonal(a.double(), dim1=-2, dim2=-1).mean(dim=(0, 2))
@@ -164,10 +185,15 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
         tuple(ij) for ij in (torch.stack(same) >= threshold).nonzero().tolist()
     }:
         fail(
-            "previous_token_heads looked at the diagonal (each token itself); the previous token is one below it (offset -1)."
+            "previous_token_heads looked at the diagonal (each token "
+            "itself); the previous token is one below it (offset -1)."
         )
     fail(
-        f"previous_token_heads found {sorted(got_set)[:8]}, but the heads whose mean attention to the previous token is >= {threshold} are {want[:8]}."
+        "previous_token_heads found {got_set}, but the heads whose mean "
+        "attention to the previous token is >= {threshold} are {want}.",
+        got_set=sorted(got_set)[:8],
+        threshold=threshold,
+        want=want[:8],
     )
 
 

@@ -13,12 +13,19 @@ import torch
 import torch.nn.functional as F
 
 from .. import models
+from ..i18n import N_, say
 from . import call, equal, expect_close, expect_shape, fail, forbid
 
 _sdpa = F.scaled_dot_product_attention
-SWAPPED = "the causal mask is upper/lower swapped: query i may attend keys j <= i, the lower triangle (True on and below the diagonal)."
+SWAPPED = N_(
+    "the causal mask is upper/lower swapped: query i may attend keys j <= i, "
+    "the lower triangle (True on and below the diagonal)."
+)
 
-CAUSAL = "Build the causal attention yourself (scores, mask, softmax): torch's fused attention is turned off for this exercise."
+CAUSAL = N_(
+    "Build the causal attention yourself (scores, mask, softmax): torch's "
+    "fused attention is turned off for this exercise."
+)
 
 
 def sinusoid_oracle(max_len: int, d_model: int) -> torch.Tensor:
@@ -39,7 +46,7 @@ def _expect_pe(fn, max_len: int, d_model: int) -> None:
         got,
         want.shape,
         f"sinusoidal_encoding({max_len}, {d_model})",
-        "(max_len, d_model).",
+        say("(max_len, d_model)."),
     )
     sin, cos = want[:, 0::2], want[:, 1::2]  # (max_len, ceil(d/2)), (.., d//2)
     n = (d_model + 1) // 2  # frequencies; an odd width drops the last cos
@@ -53,22 +60,24 @@ def _expect_pe(fn, max_len: int, d_model: int) -> None:
         max_len, 2 * n
     )
     diagnose = {
-        "sin and cos are swapped: even columns are sin, odd columns cos.": swapped[
+        say("sin and cos are swapped: even columns are sin, odd columns cos."): swapped[
             :, :d_model
         ],
-        "sin and cos are concatenated (all sin, then all cos); they alternate: column 2i is sin, 2i+1 is cos.": torch.cat(
-            [sin, cos], -1
-        ),
-        "the frequency uses the column index j; it uses 2i, the same for columns 2i and 2i+1: 10000^(-2i/d).": torch.where(
-            idx % 2 == 0, angle.sin(), angle.cos()
-        ),
+        say(
+            "sin and cos are concatenated (all sin, then all cos); they "
+            "alternate: column 2i is sin, 2i+1 is cos."
+        ): torch.cat([sin, cos], -1),
+        say(
+            "the frequency uses the column index j; it uses 2i, the same for "
+            "columns 2i and 2i+1: 10000^(-2i/d)."
+        ): torch.where(idx % 2 == 0, angle.sin(), angle.cos()),
     }
     expect_close(
         got,
         want,
         f"sinusoidal_encoding({max_len}, {d_model})",
         diagnose=diagnose,
-        what="the sinusoid formula",
+        what=say("the sinusoid formula"),
         atol=1e-4,
     )
 
@@ -80,8 +89,8 @@ def sinusoidal_shape(fn) -> None:
     expect_close(
         got[0],
         sinusoid_oracle(1, 16)[0],
-        "row 0 (position 0)",
-        what="sin(0) = 0, cos(0) = 1",
+        say("row 0 (position 0)"),
+        what=say("sin(0) = 0, cos(0) = 1"),
     )
 
 
@@ -100,10 +109,14 @@ def sinusoidal_random(fn, seed: int) -> None:
 def _expect_causal(fn, T: int) -> None:
     got = call(fn, T, name="causal_mask")
     if not isinstance(got, torch.Tensor):
-        fail(f"causal_mask should return a tensor, not {type(got).__name__}.")
+        fail(
+            "causal_mask should return a tensor, not {type_name}.",
+            type_name=type(got).__name__,
+        )
     if got.dtype != torch.bool:
         fail(
-            f"causal_mask should be a bool tensor (True = may attend), not {got.dtype}."
+            "causal_mask should be a bool tensor (True = may attend), not {dtype}.",
+            dtype=got.dtype,
         )
     expect_shape(got, (T, T), f"causal_mask({T})")
     i = torch.arange(T)
@@ -118,9 +131,10 @@ def _expect_causal(fn, T: int) -> None:
         )
     if equal(got, ~want):
         fail(
-            "True and False are the wrong way round: True means the query may attend that key."
+            "True and False are the wrong way round: True means the "
+            "query may attend that key."
         )
-    fail(f"causal_mask({T}) is not the lower triangle (True where key <= query).")
+    fail("causal_mask({T}) is not the lower triangle (True where key <= query).", T=T)
 
 
 def causal_mask_small(fn) -> None:
@@ -151,20 +165,26 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
     tril = torch.ones(T, T, dtype=torch.bool).tril()
     diagnose = {
         SWAPPED: torch.softmax(s.masked_fill(~tril.T, float("-inf")), -1),
-        "the mask was applied after the softmax: rows no longer sum to 1. Mask the scores (-inf) before the softmax.": torch.softmax(
-            s, -1
-        )
-        * tril,
-        "missing 1/sqrt(d): divide the scores by the square root of the head size.": torch.softmax(
+        say(
+            "the mask was applied after the softmax: rows no longer sum to "
+            "1. Mask the scores (-inf) before the softmax."
+        ): torch.softmax(s, -1) * tril,
+        say(
+            "missing 1/sqrt(d): divide the scores by the square root of the head size."
+        ): torch.softmax(
             (s * math.sqrt(Q.shape[-1])).masked_fill(~tril, float("-inf")), -1
         ),
-        "the causal mask is missing: query i must not see keys after i.": torch.softmax(
-            s, -1
-        ),
+        say(
+            "the causal mask is missing: query i must not see keys after i."
+        ): torch.softmax(s, -1),
     }
     if part in ("probs", "all"):
         expect_close(
-            probs, want_p, "probs", diagnose=diagnose, what="torch's causal attention"
+            probs,
+            want_p,
+            "probs",
+            diagnose=diagnose,
+            what=say("torch's causal attention"),
         )
     if part in ("context", "all"):
         expect_close(
@@ -172,7 +192,7 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
             want_c,
             "context",
             diagnose={k: v @ V.double() for k, v in diagnose.items()},
-            what="torch's causal attention",
+            what=say("torch's causal attention"),
         )
 
 
@@ -219,7 +239,10 @@ def _expect_perm(fn, layer, hidden, perm, truth: bool, what: str) -> None:
     if isinstance(got, torch.Tensor) and got.numel() == 1:
         got = bool(got)
     if not isinstance(got, bool):
-        fail(f"permutation_check should return a bool, not {type(got).__name__}.")
+        fail(
+            "permutation_check should return a bool, not {type_name}.",
+            type_name=type(got).__name__,
+        )
     if got == truth:
         return
     if truth:
@@ -229,12 +252,20 @@ def _expect_perm(fn, layer, hidden, perm, truth: bool, what: str) -> None:
         )
         if bool(exact):
             fail(
-                f"permutation_check said False for {what}, whose outputs agree up to float rounding: compare with a tolerance (torch.allclose); reordering tokens reorders float sums."
+                "permutation_check said False for {what}, whose outputs "
+                "agree up to float rounding: compare with a tolerance "
+                "(torch.allclose); reordering tokens reorders float sums.",
+                what=what,
             )
         fail(
-            f"permutation_check said False for {what}: compare layer(x[:, perm]) with layer(x)[:, perm] — the output permuted the same way."
+            "permutation_check said False for {what}: compare layer(x[:, "
+            "perm]) with layer(x)[:, perm] — the output permuted the "
+            "same way.",
+            what=what,
         )
-    fail(f"permutation_check said True for {what}, which does see token order.")
+    fail(
+        "permutation_check said True for {what}, which does see token order.", what=what
+    )
 
 
 def _bert_layer(seed: int, heads: int = 4):
@@ -262,7 +293,7 @@ def permutation_check_positions(fn) -> None:
         hidden,
         torch.tensor([3, 0, 5, 1, 4, 2]),
         False,
-        "a layer that adds positions",
+        say("a layer that adds positions"),
     )
 
 
@@ -285,7 +316,7 @@ def permutation_check_random(fn, seed: int) -> None:
             hidden,
             perm,
             False,
-            "a layer that adds positions",
+            say("a layer that adds positions"),
         )
         _expect_perm(
             fn,
@@ -293,5 +324,5 @@ def permutation_check_random(fn, seed: int) -> None:
             hidden,
             torch.arange(T),
             True,
-            "the identity permutation",
+            say("the identity permutation"),
         )

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import models
+from ..i18n import N_, say
 from . import (
     SAMPLE_TEXTS,
     allclose,
@@ -29,9 +30,15 @@ from .oracles import sample_qk
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
 _sdpa = F.scaled_dot_product_attention
 
-WRONG_DIM = "rows do not sum to 1 — softmax over the key dim (-1), not dim 0."
-ROWS_DIM = "it normalises over dim -2 (the queries); each query's weights over the keys (dim -1) must sum to 1."
-BY_HAND = "Write softmax by hand with exp and sum: torch's softmax functions are turned off for this exercise."
+WRONG_DIM = N_("rows do not sum to 1 — softmax over the key dim (-1), not dim 0.")
+ROWS_DIM = N_(
+    "it normalises over dim -2 (the queries); each query's weights over the "
+    "keys (dim -1) must sum to 1."
+)
+BY_HAND = N_(
+    "Write softmax by hand with exp and sum: torch's softmax functions are "
+    "turned off for this exercise."
+)
 
 
 def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
@@ -41,7 +48,11 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
     expect_shape(got, x.shape, f"softmax(x, dim={dim})")
     if not bool(torch.isfinite(got).all()) and x.abs().max() > 80:
         fail(
-            f"softmax(x, dim={dim}) gives NaN/inf on scores as large as {x.abs().max():.0f}: exp overflows. Subtract the max along dim first (it does not change the result)."
+            "softmax(x, dim={dim}) gives NaN/inf on scores as large as "
+            "{value:.0f}: exp overflows. Subtract the max along dim "
+            "first (it does not change the result).",
+            dim=dim,
+            value=x.abs().max(),
         )
     expect_finite(got, f"softmax(x, dim={dim})")
     diagnose = {}
@@ -97,18 +108,24 @@ def scores_oracle(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
 def _diagnose_scores(Q, K, s) -> dict:
     d = Q.shape[-1]
     out = {
-        "missing 1/sqrt(d): divide Q K^T by the square root of the head size.": s
+        say("missing 1/sqrt(d): divide Q K^T by the square root of the head size."): s
         * math.sqrt(d),
-        "it divides by d; the scale is 1/sqrt(d).": s / math.sqrt(d),
+        say("it divides by d; the scale is 1/sqrt(d)."): s / math.sqrt(d),
     }
     if Q.dim() == 4:
         D = Q.shape[1] * d
         out[
-            "it divides by sqrt(D), the model width; the scale uses the head size d = D / H."
+            say(
+                "it divides by sqrt(D), the model width; the scale uses the "
+                "head size d = D / H."
+            )
         ] = s * math.sqrt(d / D)
     if Q.shape[-2] == K.shape[-2]:
         out[
-            "the scores are transposed (K Q^T): row i must hold query i's scores against every key."
+            say(
+                "the scores are transposed (K Q^T): row i must hold query "
+                "i's scores against every key."
+            )
         ] = s.transpose(-1, -2)
     return out
 
@@ -129,14 +146,15 @@ def _expect_scores(fn, Q, K) -> None:
         and got.shape == want.mT.shape
     ):
         fail(
-            "attention_scores has shape (..., Tk, Tq): the scores are transposed (K Q^T); row i must be query i."
+            "attention_scores has shape (..., Tk, Tq): the scores are "
+            "transposed (K Q^T); row i must be query i."
         )
     expect_close(
         got,
         want,
         "attention_scores(Q, K)",
         diagnose=_diagnose_scores(Q, K, want),
-        what="torch's scaled dot-product attention",
+        what=say("torch's scaled dot-product attention"),
         atol=2e-4,
         rtol=2e-4,
     )
@@ -148,13 +166,14 @@ def attention_scores_shape(fn) -> None:
     got = call(fn, Q, K, name="attention_scores")
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (2, 3, 6, 4):
         fail(
-            "attention_scores has shape (B, H, Tk, Tq): the scores are transposed (K Q^T); row i is query i."
+            "attention_scores has shape (B, H, Tk, Tq): the scores are "
+            "transposed (K Q^T); row i is query i."
         )
     expect_shape(
         got,
         (2, 3, 4, 6),
         "attention_scores(Q, K)",
-        "One score per (query, key): (..., Tq, Tk).",
+        say("One score per (query, key): (..., Tq, Tk)."),
     )
 
 
@@ -203,7 +222,7 @@ def _expect_weights(fn, Q, K) -> None:
         want,
         "attention_weights(Q, K)",
         diagnose=diagnose,
-        what="torch's scaled dot-product attention",
+        what=say("torch's scaled dot-product attention"),
     )
 
 
@@ -224,8 +243,14 @@ def _expect_rows(fn, Q, K) -> None:
         if allclose(
             cols.double(), torch.ones_like(cols, dtype=torch.float64), atol=1e-4
         ):
-            fail(f"attention_weights is wrong: {ROWS_DIM}")
-        fail(f"attention_weights is wrong: {WRONG_DIM}")
+            fail(
+                "{name} is wrong: {mistakes}",
+                name="attention_weights",
+                mistakes=ROWS_DIM,
+            )
+        fail(
+            "{name} is wrong: {mistakes}", name="attention_weights", mistakes=WRONG_DIM
+        )
 
 
 def attention_weights_values(fn) -> None:
@@ -242,7 +267,7 @@ def attention_weights_values(fn) -> None:
             want,
             "attention_weights(Q, K)",
             diagnose=_wrong_weights(Q, K, scores_oracle(Q, K)),
-            what="the model's attentions[0]",
+            what=say("the model's attentions[0]"),
         )
 
 
@@ -271,20 +296,32 @@ def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
     again = tuple(float(v) for v in call(fn, d_k, n, seed, name="dot_product_std"))
     if again != (unscaled, scaled):
         fail(
-            "dot_product_std gives different numbers for the same seed: seed a torch.Generator (or torch.manual_seed) with it."
+            "dot_product_std gives different numbers for the same seed: "
+            "seed a torch.Generator (or torch.manual_seed) with it."
         )
     tol = 5 * math.sqrt(2 / n)  # relative standard error of a sample std, with margin
     if abs(unscaled / math.sqrt(d_k) - 1) > tol:
         fail(
-            f"unscaled_std for d_k={d_k} is {unscaled:.3g}; the dot product of two unit-normal d_k-vectors has std sqrt(d_k) = {math.sqrt(d_k):.3g}."
+            "unscaled_std for d_k={d_k} is {unscaled:.3g}; the dot "
+            "product of two unit-normal d_k-vectors has std sqrt(d_k) = "
+            "{sqrt:.3g}.",
+            d_k=d_k,
+            unscaled=unscaled,
+            sqrt=math.sqrt(d_k),
         )
     if d_k > 1 and abs(scaled * math.sqrt(d_k) - 1) < tol:
         fail(
-            f"scaled_std for d_k={d_k} is {scaled:.3g} = 1/sqrt(d_k): it divides by d_k; divide q·k by sqrt(d_k)."
+            "scaled_std for d_k={d_k} is {scaled:.3g} = 1/sqrt(d_k): it "
+            "divides by d_k; divide q·k by sqrt(d_k).",
+            d_k=d_k,
+            scaled=scaled,
         )
     if abs(scaled - 1) > tol:
         fail(
-            f"scaled_std for d_k={d_k} is {scaled:.3g}; after dividing by sqrt(d_k) it should be close to 1."
+            "scaled_std for d_k={d_k} is {scaled:.3g}; after dividing by "
+            "sqrt(d_k) it should be close to 1.",
+            d_k=d_k,
+            scaled=scaled,
         )
 
 

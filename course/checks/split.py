@@ -11,12 +11,22 @@ import random
 import torch
 
 from .. import data, models
+from ..i18n import N_, say
 from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail
 from .oracles import sample_qk
 
-NO_TRANSPOSE = "view(B, H, T, d) without a transpose mixes heads: split the last dim into (H, d) first, then swap T and H."
-WRONG_AXIS = "the last dim was split as (d, H) instead of (H, d): head h owns the contiguous block h*d:(h+1)*d."
-MERGE_ORDER = "reshaping (B, H, T, d) straight to (B, T, D) mixes tokens and heads: transpose back to (B, T, H, d) first."
+NO_TRANSPOSE = N_(
+    "view(B, H, T, d) without a transpose mixes heads: split the last dim "
+    "into (H, d) first, then swap T and H."
+)
+WRONG_AXIS = N_(
+    "the last dim was split as (d, H) instead of (H, d): head h owns the "
+    "contiguous block h*d:(h+1)*d."
+)
+MERGE_ORDER = N_(
+    "reshaping (B, H, T, d) straight to (B, T, D) mixes tokens and heads: "
+    "transpose back to (B, T, H, d) first."
+)
 
 
 def _by_blocks(x: torch.Tensor, H: int) -> torch.Tensor:
@@ -40,20 +50,21 @@ def _expect_split(fn, x: torch.Tensor, H: int) -> None:
         want,
         "split_heads(x, H)",
         diagnose=diagnose,
-        what="the heads' feature blocks",
+        what=say("the heads' feature blocks"),
     )
 
 
 def _expect_split_shape(got, B: int, T: int, H: int, d: int) -> None:
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T, H, d) and T != H:
         fail(
-            "split_heads returned (B, T, H, d): also move the head dim before T, giving (B, H, T, d)."
+            "split_heads returned (B, T, H, d): also move the head dim "
+            "before T, giving (B, H, T, d)."
         )
     expect_shape(
         got,
         (B, H, T, d),
         "split_heads(x, H)",
-        "Heads become a dimension: (B, H, T, d).",
+        say("Heads become a dimension: (B, H, T, d)."),
     )
 
 
@@ -70,7 +81,7 @@ def _expect_merge(fn, heads: torch.Tensor) -> None:
         want,
         "merge_heads(x)",
         diagnose=diagnose,
-        what="the heads laid side by side",
+        what=say("the heads laid side by side"),
     )
 
 
@@ -103,7 +114,7 @@ def split_heads_bertviz(fn) -> None:
             nv,
             "split_heads(q, H)",
             diagnose={NO_TRANSPOSE: q.reshape(B, H, T, D // H)},
-            what="bertviz's neuron-view queries",
+            what=say("bertviz's neuron-view queries"),
         )
 
 
@@ -144,7 +155,7 @@ def merge_heads_values(fn) -> None:
             q,
             "merge_heads(queries)",
             diagnose={MERGE_ORDER: nv.reshape(B, T, H * d)},
-            what="the query layer's output",
+            what=say("the query layer's output"),
         )
 
 

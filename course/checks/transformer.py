@@ -15,11 +15,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import ECHO_LEN, ECHO_VOCAB, echo_task
+from ..i18n import N_, say
 from . import call, expect_close, expect_shape, fail, forbid
 from .attention import NO_SCALE
 
-BUILD = "Build attention from your own projections: torch's MultiheadAttention and fused attention are turned off while your module runs."
-INVERTED = "the mask is inverted: True means the query may attend that key."
+BUILD = N_(
+    "Build attention from your own projections: torch's MultiheadAttention "
+    "and fused attention are turned off while your module runs."
+)
+INVERTED = N_("the mask is inverted: True means the query may attend that key.")
 
 
 def _mha_like(att, d_model: int, heads: int) -> nn.MultiheadAttention:
@@ -51,11 +55,18 @@ def _build_attention(cls, d_model: int, heads: int, seed: int):
         lin = getattr(att, name, None)
         if not isinstance(lin, nn.Linear) or lin.bias is None:
             fail(
-                f"MultiHeadSelfAttention needs an attribute {name!r}: an nn.Linear with bias."
+                "MultiHeadSelfAttention needs an attribute {name!r}: an "
+                "nn.Linear with bias.",
+                name=name,
             )
         if (lin.in_features, lin.out_features) != (d_model, d_model):
             fail(
-                f"{name} should be nn.Linear({d_model}, {d_model}), not ({lin.in_features}, {lin.out_features})."
+                "{name} should be nn.Linear({d_model}, {d_model}), not "
+                "({in_features}, {out_features}).",
+                name=name,
+                d_model=d_model,
+                in_features=lin.in_features,
+                out_features=lin.out_features,
             )
     return att.eval()
 
@@ -96,7 +107,7 @@ def _expect_attention(cls, d_model, heads, B, T, mask_kind, seed) -> None:
     wrong[NO_SCALE] = _mha(unscaled, x, mask, heads)
     expect_shape(probs, (B, heads, T, T), "probs", "(B, H, T, T).")
     expect_shape(out, (B, T, d_model), "out", "(B, T, D).")
-    what = "torch.nn.MultiheadAttention with your weights"
+    what = say("torch.nn.MultiheadAttention with your weights")
     by_probs = {m: w[1] for m, w in wrong.items()}
     expect_close(probs, want_p, "probs", diagnose=by_probs, what=what)
     by_out = {m: w[0] for m, w in wrong.items()}
@@ -193,10 +204,15 @@ def _expect_block(cls, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> 
         ("ff", nn.Sequential),
     ):
         if not isinstance(getattr(block, name, None), kind):
-            fail(f"EncoderBlock needs an attribute {name!r} ({kind.__name__}).")
+            fail(
+                "EncoderBlock needs an attribute {name!r} ({type_name}).",
+                name=name,
+                type_name=kind.__name__,
+            )
     if len(block.ff) != 3 or not isinstance(block.ff[1], nn.ReLU):
         fail(
-            "EncoderBlock.ff should be nn.Sequential(Linear(D, d_ff), ReLU(), Linear(d_ff, D))."
+            "EncoderBlock.ff should be nn.Sequential(Linear(D, d_ff), "
+            "ReLU(), Linear(d_ff, D))."
         )
     block.eval()
     with torch.no_grad():  # non-trivial LayerNorm parameters, so their order shows
@@ -213,15 +229,21 @@ def _expect_block(cls, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> 
         want = ref(x, src_mask=_torch_mask(mask, heads))
         wrong = other(x, src_mask=_torch_mask(mask, heads))
     if norm_first:
-        hint = "with norm_first=True, LayerNorm comes before each sublayer: x + attn(norm1(x)), then x + ff(norm2(x)) (pre-LN)."
+        hint = say(
+            "with norm_first=True, LayerNorm comes before each sublayer: x + "
+            "attn(norm1(x)), then x + ff(norm2(x)) (pre-LN)."
+        )
     else:
-        hint = "with norm_first=False, LayerNorm comes after each residual: norm1(x + attn(x)), then norm2(x + ff(x)) (post-LN)."
+        hint = say(
+            "with norm_first=False, LayerNorm comes after each residual: "
+            "norm1(x + attn(x)), then norm2(x + ff(x)) (post-LN)."
+        )
     expect_close(
         got,
         want,
         f"EncoderBlock(norm_first={norm_first})(x)",
         diagnose={hint: wrong},
-        what="torch.nn.TransformerEncoderLayer with your weights",
+        what=say("torch.nn.TransformerEncoderLayer with your weights"),
     )
 
 
@@ -256,18 +278,23 @@ def block_random(cls, seed: int) -> None:
 def _held_out_accuracy(model, seed: int) -> float:
     if (model.vocab_size, model.seq_len) != (ECHO_VOCAB, ECHO_LEN):
         fail(
-            f"The model is for vocab_size={model.vocab_size}, seq_len="
-            f"{model.seq_len}; the echo task has {ECHO_VOCAB} and {ECHO_LEN}."
+            "The model is for vocab_size={vocab_size}, "
+            "seq_len={seq_len}; the echo task has {ECHO_VOCAB} and "
+            "{ECHO_LEN}.",
+            vocab_size=model.vocab_size,
+            seq_len=model.seq_len,
+            ECHO_VOCAB=ECHO_VOCAB,
+            ECHO_LEN=ECHO_LEN,
         )
     tokens, targets = echo_task(512, torch.Generator().manual_seed(10_000 + seed))
     model.eval()
     with torch.no_grad():
-        logits = call(model, tokens, name="the trained model")
+        logits = call(model, tokens, name=say("the trained model"))
     expect_shape(
         logits,
         (512, ECHO_LEN, ECHO_VOCAB),
         "model(tokens)",
-        "Logits for every position: (B, T, vocab).",
+        say("Logits for every position: (B, T, vocab)."),
     )
     keep = targets != -100
     return float((logits.argmax(-1) == targets)[keep].float().mean())
@@ -291,7 +318,10 @@ def _train(fn, seed: int, use_positions: bool, again: bool = False):
     model, history = got
     for attr in ("vocab_size", "seq_len"):
         if not isinstance(getattr(model, attr, None), int):
-            fail(f"The model should carry an int attribute {attr!r} (the task's size).")
+            fail(
+                "The model should carry an int attribute {attr!r} (the task's size).",
+                attr=attr,
+            )
     if not isinstance(history, dict) or not history.get("loss"):
         fail("history should be a dict with a non-empty 'loss' list.")
     return model, history
@@ -311,14 +341,18 @@ def train_with_positions(fn) -> None:
     model, history = _train(fn, 0, True)
     if any(math.isnan(x) for x in history["loss"]):
         fail(
-            "The training loss became NaN. A causal mask read the wrong way round "
-            "leaves the last query nothing to attend (11), and softmax of a row of "
-            "-inf is NaN; True must mean may attend."
+            "The training loss became NaN. A causal mask read the wrong "
+            "way round leaves the last query nothing to attend (11), and "
+            "softmax of a row of -inf is NaN; True must mean may attend."
         )
     acc = _held_out_accuracy(model, 0)
     if acc < 0.9:
         fail(
-            f"With positions the held-out accuracy is {acc:.2f}; it should reach 0.90. Check that the positions are added, the mask is causal (True on and below the diagonal), and the run is the one asked for (Adam, lr 5e-3, 60 steps)."
+            "With positions the held-out accuracy is {acc:.2f}; it "
+            "should reach 0.90. Check that the positions are added, the "
+            "mask is causal (True on and below the diagonal), and the "
+            "run is the one asked for (Adam, lr 5e-3, 60 steps).",
+            acc=acc,
         )
 
 
@@ -328,7 +362,12 @@ def train_without_positions(fn) -> None:
     acc = _held_out_accuracy(model, 1)
     if acc > 0.5:
         fail(
-            f"Without positions the held-out accuracy is {acc:.2f}; a model that cannot see order should stay far below 0.9. Are positions still added when use_positions=False, or is the mask not causal (a model that sees the future can read the answer off its input)?"
+            "Without positions the held-out accuracy is {acc:.2f}; a "
+            "model that cannot see order should stay far below 0.9. Are "
+            "positions still added when use_positions=False, or is the "
+            "mask not causal (a model that sees the future can read the "
+            "answer off its input)?",
+            acc=acc,
         )
 
 
@@ -338,7 +377,8 @@ def train_deterministic(fn, seed: int) -> None:
     _, again = _train(fn, seed, True, again=True)
     if list(map(repr, first["loss"])) != list(map(repr, again["loss"])):
         fail(
-            "Two runs with the same seed give different losses: seed torch (and every generator) from `seed`."
+            "Two runs with the same seed give different losses: seed "
+            "torch (and every generator) from `seed`."
         )
 
 
@@ -346,7 +386,8 @@ def _expect_memory(fn, B, H, T, nbytes) -> None:
     got = call(fn, B, H, T, nbytes, name="attention_memory")
     if isinstance(got, bool) or not isinstance(got, int):
         fail(
-            f"attention_memory should return an int (bytes), not {type(got).__name__}."
+            "attention_memory should return an int (bytes), not {type_name}.",
+            type_name=type(got).__name__,
         )
     probe = torch.empty(
         B, H, T, T, dtype={2: torch.float16, 4: torch.float32, 8: torch.float64}[nbytes]
@@ -358,10 +399,18 @@ def _expect_memory(fn, B, H, T, nbytes) -> None:
         fail("attention_memory forgot the heads: every head has its own (T, T) matrix.")
     if got == B * H * T * nbytes:
         fail(
-            "attention_memory grows linearly in T; the attention matrix is (T, T), so it grows with T^2."
+            "attention_memory grows linearly in T; the attention matrix "
+            "is (T, T), so it grows with T^2."
         )
     fail(
-        f"attention_memory({B}, {H}, {T}, {nbytes}) is {got}; a (B, H, T, T) tensor of that dtype takes {want} bytes."
+        "attention_memory({B}, {H}, {T}, {nbytes}) is {got}; a (B, H, T, "
+        "T) tensor of that dtype takes {want} bytes.",
+        B=B,
+        H=H,
+        T=T,
+        nbytes=nbytes,
+        got=got,
+        want=want,
     )
 
 

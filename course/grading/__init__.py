@@ -30,11 +30,12 @@ def assignments(root: Path = ROOT) -> list[str]:
 
 def make_course(dest: Path, root: Path = ROOT, lang: str = "en") -> Path:
     """Copy one edition's ``source/`` and the course's ``nbgrader_config.py`` (with
-    that edition's course id) into a fresh course folder."""
+    that edition's settings, :func:`course.i18n.configure`) into a fresh course
+    folder."""
     dest.mkdir(parents=True, exist_ok=True)
     config = (root / "nbgrader_config.py").read_text()
-    if lang != "en":
-        config += f'\nc.CourseDirectory.course_id = "{i18n.COURSE_IDS[lang]}"\n'
+    if lang != "en":  # as the edition's own config does
+        config += f'\nfrom course.i18n import configure\nconfigure(c, "{lang}")\n'
     (dest / "nbgrader_config.py").write_text(config)
     source = i18n.edition_root(root, lang) / "source"
     shutil.copytree(source, dest / "source", dirs_exist_ok=True)

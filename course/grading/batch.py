@@ -18,6 +18,7 @@ the gradebook (:mod:`course.grading.gradebook`) and write to different
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -217,13 +218,13 @@ def grade(
     """
     from distributed import as_completed
 
-    root, jobs = plan.root, {}
+    root, jobs, run = plan.root, {}, uuid.uuid4().hex[:8]
     for assignment, student in plan.todo:
         files = engine.ship(root, assignment, student) if ship_files else None
         folder = None if ship_files else str(root)  # shipped: the worker never looks
         job = engine.Job(
             assignment, student, folder, plan.db_url, timeout, cell_timeout,
-            fixed_seeds, files,
+            fixed_seeds, files, run,
         )  # fmt: skip
         key = f"grade-{assignment}-{student}"
         jobs[client.submit(engine.grade_submission, job, key=key, pure=False)] = job
@@ -237,6 +238,7 @@ def grade(
             results.append(result)
             bar.set_postfix(counts, refresh=False)
             bar.update()
+    engine.end_run(client, run)
     return sorted(results, key=lambda r: (r.assignment, r.student))
 
 

@@ -19,9 +19,11 @@ a *box*, made by :func:`open_box` before the kernel starts and emptied by
 or the forked kernel): join the cgroup and, as root, leave the network.
 
 A grading *task* (one submission, :mod:`course.grading.engine`) gets a box too,
-named after its worker's pid: nbgrader runs in it, and every kernel box opened
-while it runs is made inside it, so closing the task's box ends everything the
-submission started, and :func:`sweep_orphans` can end what a dead worker left.
+named after its worker (pid and start time, so that a reused pid is not taken for
+it) and its grading run: nbgrader runs in it, and every kernel box opened while it
+runs is made inside it, so closing the task's box ends everything the submission
+started, :func:`sweep_orphans` can end what a dead worker left, and
+:func:`close_run` what a run left anywhere when it ends.
 """
 
 from __future__ import annotations
@@ -90,13 +92,14 @@ def open_box(max_processes: int | str = 64, prefix: str = "course") -> dict[str,
     return env
 
 
-def open_task_box() -> dict[str, str]:
-    """A box for one grading task, named after this (worker) process's pid.
+def open_task_box(run: str = "run") -> dict[str, str]:
+    """A box for one task of grading run ``run``, named after this (worker) process.
 
     Returns the environment for the task's nbgrader process: it joins the box
     (:func:`enter_box`) and makes its kernels' boxes inside it.
     """
-    env = open_box("max", prefix=f"course-task-{os.getpid()}")
+    owner = f"{os.getpid()}.{started(os.getpid())}"
+    env = open_box("max", prefix=f"course-task-{owner}-{run}")
     if CGROUP_ENV in env:
         env[TASK_CGROUP_ENV] = env[CGROUP_ENV]
     return env
@@ -110,9 +113,29 @@ def sweep_orphans() -> int:
     """
     root, killed = _cgroup_root(), 0
     for path in root.glob("course-task-*") if root else []:
-        if not running(int(path.name.split("-")[2])):
+        pid, _, start = path.name.split("-")[2].partition(".")
+        if not running(int(pid)) or (start and started(int(pid)) != int(start)):
             killed += close_box({BOX_ENV: path.name, CGROUP_ENV: str(path)})
     return killed
+
+
+def close_run(run: str) -> int:
+    """Close every task box of grading run ``run`` on this machine; return how many
+    processes died. When a run ends none of its tasks may still run: one the
+    scheduler started twice (its first worker taken for dead) ends here too."""
+    root, killed = _cgroup_root(), 0
+    for path in root.glob(f"course-task-*-{run}-*") if root else []:
+        killed += close_box({BOX_ENV: path.name, CGROUP_ENV: str(path)})
+    return killed
+
+
+def started(pid: int) -> int:
+    """When process ``pid`` started (clock ticks after boot); -1 if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return -1
+    return int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime
 
 
 def running(pid: int) -> bool:

@@ -11,7 +11,8 @@ task.
   --student STUDENT`` in a task box (:func:`course.grading.contain.open_task_box`),
   under its own time budget, and closes the box after it: no process outlives it.
   It dies with its worker (``PR_SET_PDEATHSIG``); the next worker on the machine
-  closes the box it left (:func:`course.grading.contain.sweep_orphans`).
+  closes the box it left (:func:`course.grading.contain.sweep_orphans`), and when
+  the run ends every box of the run is closed (:func:`end_run`).
 * **Files.** On a shared file system the worker reads ``submitted/`` and writes
   ``autograded/`` itself. With ``ship_files`` the submission travels to the worker
   as bytes and the autograded notebook comes back as bytes.
@@ -61,6 +62,7 @@ class Job:
     cell_timeout: int
     fixed_seeds: bool = False
     files: dict[str, bytes] | None = None
+    run: str = "run"  # the grading run: its task boxes are closed when it ends
 
 
 @dataclass
@@ -147,7 +149,7 @@ def _command(job: Job, root: Path, env: dict) -> list[str]:
 
 def _run_nbgrader(job: Job, root: Path, env: dict) -> tuple[str, int]:
     """nbgrader in a task box; the box closed after it, however it ended."""
-    box = contain.open_task_box()
+    box = contain.open_task_box(job.run)
     env = {**env, **box}
 
     def child() -> None:
@@ -217,6 +219,14 @@ def land(root: Path, job: Job, outcome: Outcome) -> None:
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+
+
+def end_run(client, run: str) -> None:
+    """Close the task boxes of grading run ``run`` on every worker and here: a task
+    the scheduler started twice (its first worker lost, then back) ends with the
+    run, as does anything a task's box still holds."""
+    client.run(contain.close_run, run, on_error="ignore")
+    contain.close_run(run)
 
 
 def _tune(dask_scheduler=None) -> None:

@@ -31,6 +31,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, Float, Integer
 
 from ..checks import evidence
+from ..i18n import say
 from . import contain
 from .warm import MEMORY_ENV
 
@@ -170,7 +171,10 @@ class GuardedExecute(Execute):
             return cell, resources
         if self._deadline is not None and time.monotonic() > self._deadline:
             self._given_up = self._given_up or (
-                f"not run: the notebook used up its {self.notebook_timeout:g} s"
+                say(
+                    "not run: the notebook used up its {notebook_timeout:g} s",
+                    notebook_timeout=self.notebook_timeout,
+                )
             )
         if self._given_up:
             cell.outputs = [error_output(NOT_RUN, self._given_up)]
@@ -181,29 +185,38 @@ class GuardedExecute(Execute):
             self._fault(
                 cell,
                 KERNEL_DIED,
-                "the kernel died while running this cell (os._exit, a signal, "
-                "a crash or running out of memory)",
+                say(
+                    "the kernel died while running this cell (os._exit, a "
+                    "signal, a crash or running out of memory)"
+                ),
             )
         except CellTimeoutError:
             self._fault(
                 cell,
                 DEAF,
-                f"this cell ran longer than {self.timeout} s and did not stop "
-                "when interrupted",
+                say(
+                    "this cell ran longer than {timeout} s and did not stop "
+                    "when interrupted",
+                    timeout=self.timeout,
+                ),
             )
         except Exception as err:  # noqa: BLE001 - e.g. garbled replies from a starved kernel
             self._fault(
                 cell,
                 KERNEL_DIED,
-                f"the kernel broke while running this cell ({type(err).__name__}; "
-                "out of processes or threads?)",
+                say(
+                    "the kernel broke while running this cell ({type_name}; "
+                    "out of processes or threads?)",
+                    type_name=type(err).__name__,
+                ),
             )
         else:
             if not is_test_cell(cell):
                 self._ran.append(cell.source)
         if self._printed > self.stop_output * 2**20 and not self._given_up:
-            self._given_up = (
-                f"not run: the notebook printed more than {self.stop_output:g} MiB"
+            self._given_up = say(
+                "not run: the notebook printed more than {stop_output:g} MiB",
+                stop_output=self.stop_output,
             )
             run_sync(self._async_cleanup_kernel)()
         return cell, resources
@@ -212,8 +225,9 @@ class GuardedExecute(Execute):
         self.log.warning("%s; restarting the kernel", what)
         self._restarts += 1
         if self._restarts > self.max_restarts:
-            self._given_up = (
-                f"not run: the kernel was restarted {self.max_restarts} times"
+            self._given_up = say(
+                "not run: the kernel was restarted {max_restarts} times",
+                max_restarts=self.max_restarts,
             )
             cell.outputs = [error_output(ename, what)]
             run_sync(self._async_cleanup_kernel)()
@@ -221,12 +235,15 @@ class GuardedExecute(Execute):
         cell.outputs = [
             error_output(
                 ename,
-                f"{what}; the kernel was restarted and grading went on with the "
-                "next cell",
+                say(
+                    "{what}; the kernel was restarted and grading went on "
+                    "with the next cell",
+                    what=what,
+                ),
             )
         ]
         if not run_sync(self._async_restart)():
-            self._given_up = "not run: the cells before it failed after a restart"
+            self._given_up = say("not run: the cells before it failed after a restart")
 
     async def _async_restart(self) -> bool:
         """A new kernel with the earlier cells replayed; False if that fails."""

@@ -12,8 +12,10 @@ import re
 
 from nbconvert.preprocessors import Preprocessor
 
+from ..i18n import N_, say
+
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)
-REMOVED = "[a line quoting a hidden test was removed]"
+REMOVED = N_("[a line quoting a hidden test was removed]")
 
 
 def _is_test(cell) -> bool:
@@ -31,7 +33,7 @@ QUOTES = re.compile(r"HIDDEN TESTS|seed=\d|\bcheck\.\w+\(")  # whatever the orde
 def _scrub(text: str, secrets: set[str]) -> str:
     lines = text.split("\n")
     return "\n".join(
-        REMOVED if QUOTES.search(ln) or any(s in ln for s in secrets) else ln
+        say(REMOVED) if QUOTES.search(ln) or any(s in ln for s in secrets) else ln
         for ln in lines
     )
 

@@ -36,6 +36,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool
 
 from ..checks import CheckFailed, evidence
+from ..i18n import say
 from .execute import DEAF, KERNEL_DIED, NOT_RUN, error_output, is_test_cell
 from .feedback import HIDDEN
 from .shortcuts import shortcut_verdicts
@@ -143,11 +144,16 @@ def _kernel_error(cell: NotebookNode) -> NotebookNode | None:
         evalue = str(out.get("evalue", ""))[:300]
         undefined = re.fullmatch(r"name '(\w+)' is not defined", evalue)
         if ename == "NameError" and undefined:
-            sentence = (
-                f"`{undefined[1]}` is not defined: write and run its answer cell first."
+            sentence = say(
+                "`{undefined}` is not defined: write and run its answer cell first.",
+                undefined=undefined[1],
             )
         else:
-            sentence = f"this test produced no result: {ename}: {evalue}"
+            sentence = say(
+                "this test produced no result: {ename}: {evalue}",
+                ename=ename,
+                evalue=evalue,
+            )
         return error_output("CheckFailed", sentence)
     return None
 
@@ -168,11 +174,16 @@ def verdict(cell: NotebookNode, modules: dict) -> tuple[list, str]:
             failed = error_output("CheckFailed", str(err))
         except evidence.Missing as err:
             failed = _kernel_error(cell) or error_output(
-                "CheckFailed", f"`{err}` gave no result in this test."
+                "CheckFailed",
+                say("`{err}` gave no result in this test.", err=err),
             )
         except Exception as err:  # noqa: BLE001 - malformed evidence fails, loudly
             failed = error_output(
-                "CheckFailed", f"the result could not be read ({type(err).__name__})."
+                "CheckFailed",
+                say(
+                    "the result could not be read ({type_name}).",
+                    type_name=type(err).__name__,
+                ),
             )
     outputs = []
     if printed.getvalue():

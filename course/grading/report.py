@@ -14,7 +14,26 @@ import html
 from collections import Counter
 from pathlib import Path
 
+from ..i18n import language, say
 from . import cell_messages, cell_scores, notebook_path
+
+# Chinese labels need a CJK font; the first one installed is used (Debian's
+# fonts-wqy-microhei, which `make test` installs, or Noto CJK).
+CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC"]
+CJK_FILES = ("wqy-microhei", "notosanscjk")
+
+
+def _use_cjk_fonts(plt) -> None:
+    """Put a CJK font first, adding the installed ones that matplotlib's font cache
+    (made before they were installed) does not know."""
+    from matplotlib import font_manager
+
+    if not {f.name for f in font_manager.fontManager.ttflist} & set(CJK_FONTS):
+        for path in font_manager.findSystemFonts():
+            if any(k in Path(path).name.lower() for k in CJK_FILES):
+                font_manager.fontManager.addfont(path)
+    rest = [f for f in plt.rcParams["font.sans-serif"] if f not in CJK_FONTS]
+    plt.rcParams["font.sans-serif"] = [*CJK_FONTS, *rest]
 
 
 def _plot_scores(totals: list[float], most: float, path: Path, title: str) -> None:
@@ -23,11 +42,15 @@ def _plot_scores(totals: list[float], most: float, path: Path, title: str) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if language() == "zh":
+        _use_cjk_fonts(plt)
+
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.hist(
         totals, bins=min(20, max(5, len(set(totals)))), range=(0, most), color="#4c72b0"
     )
-    ax.set(title=title, xlabel=f"autograded points (of {most:g})", ylabel="students")
+    xlabel = say("autograded points (of {most:g})", most=most)
+    ax.set(title=title, xlabel=xlabel, ylabel=say("students"))
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -40,7 +63,7 @@ def _plot_cells(rates: dict[str, float], path: Path, title: str) -> None:
     names = list(rates)
     ax.barh(names, [rates[n] for n in names], color="#55a868")
     ax.invert_yaxis()
-    ax.set(title=title, xlabel="share of students with full points", xlim=(0, 1))
+    ax.set(title=title, xlabel=say("share of students with full points"), xlim=(0, 1))
     ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -82,25 +105,37 @@ def build(
                     m.splitlines()[0][:160] for m in cell_messages(path).values()
                 )
         _plot_scores(list(totals.values()), most, out / f"scores_{a}.png", a)
-        _plot_cells(rates, out / f"cells_{a}.png", f"{a}: pass rate per test cell")
+        title = say("{assignment}: pass rate per test cell", assignment=a)
+        _plot_cells(rates, out / f"cells_{a}.png", title)
         common = "".join(
             f"<tr><td>{n}</td><td>{html.escape(v)}</td></tr>"
             for v, n in verdicts.most_common(12)
         )
+        mean = sum(totals.values()) / len(totals)
+        summary = say(
+            "{count} students, mean {mean:.1f} of {most:g}.",
+            count=len(scores), mean=mean, most=most,
+        )  # fmt: skip
+        heads = [say("Most common verdicts"), say("students"), say("message")]
         sections.append(
-            f"<h2>{a}</h2><p>{len(scores)} students, mean {sum(totals.values()) / len(totals):.1f} of {most:g}.</p>"
+            f"<h2>{a}</h2><p>{summary}</p>"
             f"<img src='scores_{a}.png'> <img src='cells_{a}.png'>"
-            f"<h3>Most common verdicts</h3><table><tr><th>students</th><th>message</th></tr>{common}</table>"
+            "<h3>{}</h3><table><tr><th>{}</th><th>{}</th></tr>".format(*heads)
+            + f"{common}</table>"
         )
     with open(out / "grades.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["student", "assignment", "autograded_score", "autograded_max"])
         writer.writerows(rows)
     page = out / "report.html"
+    title = say("Class report")
+    none = say("No graded submissions.")
+    body = "".join(sections) or f"<p>{none}</p>"
     page.write_text(
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Class report</title>"
+        f"<!DOCTYPE html><html lang='{language()}'><head><meta charset='utf-8'>"
+        f"<title>{title}</title>"
         "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}td,th{padding:2px 8px;text-align:left}</style>"
-        f"</head><body><h1>Class report</h1>{''.join(sections) or '<p>No graded submissions.</p>'}</body></html>",
+        f"</head><body><h1>{title}</h1>{body}</body></html>",
         "utf-8",
     )
     return page

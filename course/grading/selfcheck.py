@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..i18n import edition_root, say
 from . import (
     ROOT,
     cell_messages,
@@ -24,12 +25,12 @@ from . import (
 
 
 def grade_one(
-    notebook: Path, assignment: str, course: Path = ROOT
+    notebook: Path, assignment: str, course: Path = ROOT, lang: str = "en"
 ) -> tuple[dict, dict]:
-    """Autograde ``notebook`` as ``assignment`` of the course in ``course``:
-    ``(scores, messages)`` per cell."""
+    """Autograde ``notebook`` as ``assignment`` of the course in ``course``, in its
+    edition ``lang``: ``(scores, messages)`` per cell."""
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
-        root = make_course(Path(tmp), course)
+        root = make_course(Path(tmp), course, lang=lang)
         release([assignment], root)
         dest = notebook_path(root, "submitted", assignment, "me")
         dest.parent.mkdir(parents=True)
@@ -52,21 +53,45 @@ def report(scores: dict, messages: dict) -> str:
         if cell in messages:
             lines.append("    " + messages[cell].replace("\n", "\n    "))
     lines.append(
-        f"Total (autograded): {total:g}/{most:g}; written answers are graded by hand."
+        say(
+            "Total (autograded): {total:g}/{most:g}; written answers are "
+            "graded by hand.",
+            total=total,
+            most=most,
+        )
     )
     return "\n".join(lines)
 
 
-def run(notebook: Path, assignment: str | None = None, course: Path = ROOT) -> int:
-    """Grade, print the report; exit status 0 when every autograded point is earned."""
+def run(
+    notebook: Path,
+    *,
+    assignment: str | None = None,
+    course: Path = ROOT,
+    lang: str = "en",
+) -> int:
+    """Grade, print the report; exit status 0 when every autograded point is earned.
+
+    ``course`` is the English course folder; ``lang`` picks its edition (an edition
+    the folder lacks falls back to English).
+    """
+    if not (edition_root(course, lang) / "source").is_dir():
+        lang = "en"
+    source = edition_root(course, lang) / "source"
     if not notebook.exists():
-        print(f"No notebook at {notebook}.")
+        print(say("No notebook at {notebook}.", notebook=notebook))
         return 2
     assignment = assignment or notebook.stem
-    if not (course / "source" / assignment).is_dir():
-        print(f"No assignment {assignment} in {course / 'source'} (see --root).")
+    if not (source / assignment).is_dir():
+        print(
+            say(
+                "No assignment {assignment} in {folder} (see --root).",
+                assignment=assignment,
+                folder=source,
+            )
+        )
         return 2
-    scores, messages = grade_one(notebook, assignment, course)
+    scores, messages = grade_one(notebook, assignment, course, lang)
     print(report(scores, messages))
     lost = any(s != m for c, (s, m) in scores.items() if c.startswith("test_"))
     return 1 if lost else 0

@@ -34,6 +34,7 @@ from ..checks import (
     softmax,
     transformer,
 )
+from ..i18n import say
 from .tamper import TAMPERED
 
 SHORTCUT = "ShortcutUsed"
@@ -225,14 +226,21 @@ class _Reader(ast.NodeVisitor):
             self.found.append(f"uses `{text}`. {self.lesson}")
         elif self.allowed is not None and attr not in self.allowed:
             self.found.append(
-                f"uses `{text}`, which this exercise does not need. {self.lesson}"
+                say(
+                    "uses `{text}`, which this exercise does not need. {lesson}",
+                    text=text,
+                    lesson=self.lesson,
+                )
             )
 
     def _dotted(self, dotted: str) -> None:
         allowed = any(dotted == m or dotted.startswith(m + ".") for m in MODULES)
         if not allowed or dotted.startswith(LOW_LEVEL):
             self.found.append(
-                f"uses `{dotted}`, which answers in this course do not need."
+                say(
+                    "uses `{dotted}`, which answers in this course do not need.",
+                    dotted=dotted,
+                )
             )
         elif dotted.split(".")[-1] in self.banned:
             self.found.append(f"uses `{dotted}`. {self.lesson}")
@@ -276,13 +284,13 @@ class _StateReader(ast.NodeVisitor):
             self.called.add(id(node.func))
             name = node.args[1] if len(node.args) > 1 else None
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                self.found.append("looks a name up with getattr()")
+                self.found.append(say("looks a name up with getattr()"))
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
         if name == "getattr" and id(node) not in self.called:
-            self.found.append("passes getattr around as a value")
+            self.found.append(say("passes getattr around as a value"))
         elif name == "__shell__":
             self.found.append("runs a shell command (!)")
         elif name in ("get_ipython", "__builtins__", "__import__", "__loader__"):
@@ -368,8 +376,12 @@ def shortcut_verdicts(nb: NotebookNode) -> dict[str, tuple[str, str]]:
         if after and i > after[0]:
             out[grade_id] = (
                 TAMPERED,
-                f"an earlier cell {after[1]}, which answers in this course never "
-                "need; every test after it earns 0 (your instructor can review it).",
+                say(
+                    "an earlier cell {after}, which answers in this course "
+                    "never need; every test after it earns 0 (your "
+                    "instructor can review it).",
+                    after=after[1],
+                ),
             )
         for exercise, message in by_exercise.items():
             if grade_id.startswith(f"test_{exercise}_"):

@@ -25,6 +25,7 @@ import re
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from ..i18n import say
 from .execute import error_output, is_test_cell
 
 TAMPERED = "TamperingDetected"
@@ -100,25 +101,31 @@ class _Scanner(ast.NodeVisitor):
             return
         name = node.func.id if isinstance(node.func, ast.Name) else None
         if name == "open" and not _read_only(node):
-            self.hit(node, "opens a file for writing")
+            self.hit(node, say("opens a file for writing"))
         elif name in CALLS - {"open"}:
-            self.hit(node, f"calls {name}()")
+            self.hit(node, say("calls {name}()", name=name))
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in ("get_ipython", "__builtins__", "__import__") and isinstance(
             node.ctx, ast.Load
         ):
-            self.hit(node, f"uses {node.id}")
+            self.hit(node, say("uses {name}", name=node.id))
         if isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in self.protected:
-            self.hit(node, f"rebinds {node.id}, which the tests use")
+            self.hit(
+                node,
+                say("rebinds {name}, which the tests use", name=node.id),
+            )
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         dunder = node.attr.startswith("__") and node.attr.endswith("__")
         if dunder and node.attr not in DUNDERS_OK:
-            self.hit(node, f"uses the attribute {node.attr}")
+            self.hit(
+                node,
+                say("uses the attribute {attr}", attr=node.attr),
+            )
         elif node.attr in ATTRS:
-            self.hit(node, f"uses {_dotted(node)}")
+            self.hit(node, say("uses {name}", name=_dotted(node)))
         self._store(node)
         self.generic_visit(node)
 
@@ -148,7 +155,10 @@ class _Scanner(ast.NodeVisitor):
     def _rebinds(self, node) -> None:
         for bound, target in _bindings(node).items():
             if self.protected.get(bound, target) != target:
-                self.hit(node, f"rebinds {bound}, which the tests use")
+                self.hit(
+                    node,
+                    say("rebinds {name}, which the tests use", name=bound),
+                )
 
     def _module(self, node, name: str) -> None:
         if any(name == m or name.startswith(m + ".") for m in MODULES):
@@ -156,7 +166,10 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node) -> None:
         if node.name in self.protected:
-            self.hit(node, f"rebinds {node.name}, which the tests use")
+            self.hit(
+                node,
+                say("rebinds {name}, which the tests use", name=node.name),
+            )
         if node.name in LYING:
             self.hit(node, f"defines {node.name}")
         self.generic_visit(node)
@@ -171,7 +184,10 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Global(self, node) -> None:
         for name in set(node.names) & self.protected:
-            self.hit(node, f"rebinds {name}, which the tests use")
+            self.hit(
+                node,
+                say("rebinds {name}, which the tests use", name=name),
+            )
 
 
 def _read_only(node: ast.Call) -> bool:
@@ -281,10 +297,13 @@ class FlagTampering(NbGraderPreprocessor):
             if found:
                 line, what = found[0]
                 name = cell.metadata.get("nbgrader", {}).get("grade_id", f"#{index}")
-                verdict = (
-                    f"cell {name}, line {line}, {what}: code that changes the "
-                    "grading tools sets every later test to 0 and is flagged for "
-                    "your instructor to review"
+                verdict = say(
+                    "cell {name}, line {line}, {what}: code that changes "
+                    "the grading tools sets every later test to 0 and is "
+                    "flagged for your instructor to review",
+                    name=name,
+                    line=line,
+                    what=what,
                 )
                 self.log.warning("tampering: %s", verdict)
         return nb, resources
