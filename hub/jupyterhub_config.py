@@ -9,6 +9,9 @@ Who is who (environment variables, read when the hub starts):
   folder with the Assignment List and Validate, and no instructor tools.
 * ``COURSE_EXCHANGE``: nbgrader's exchange, a folder every account can write
   (default ``/srv/nbgrader/exchange``).
+* ``COURSE_LANG``: the class's language, ``en`` (default) or ``zh``: verdicts in
+  every server, and JupyterLab's menus (the zh-CN language pack). A Chinese class
+  also sets ``COURSE_ROOT`` to the Chinese edition, ``zh/``.
 
 Logging in: JupyterHub's default, PAM, so each student is an account of this
 machine, and nbgrader's exchange knows a submission by its Unix owner. A university
@@ -22,12 +25,14 @@ import sys
 from pathlib import Path
 
 from course.grading import TEMPLATES
+from course.i18n import lab_settings, language
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent  # the course's virtual environment
 COURSE_ROOT = Path(os.environ.get("COURSE_ROOT", HERE.parent)).resolve()
 EXCHANGE = os.environ.get("COURSE_EXCHANGE", "/srv/nbgrader/exchange")
 STATE = Path(os.environ.get("COURSE_HUB_STATE", HERE / "state"))
+LANG = language()
 
 
 def _names(variable: str) -> set[str]:
@@ -65,6 +70,8 @@ c.Spawner.cmd = [str(BIN / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 120  # a loaded two-core machine starts a server slowly
 c.Spawner.http_timeout = 120
+if LANG != "en":  # JupyterLab's menus in the class's language
+    c.Spawner.args = [f"--LabApp.app_settings_dir={lab_settings(LANG)}"]
 
 
 def course_roles(spawner) -> None:
@@ -75,6 +82,7 @@ def course_roles(spawner) -> None:
             "JUPYTER_CONFIG_PATH": str(HERE / role),
             "JUPYTER_PATH": TEMPLATES,  # nbconvert's MathJax from the server, not a CDN
             "COURSE_EXCHANGE": EXCHANGE,
+            "COURSE_LANG": LANG,  # the checks' verdicts
             "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
         }
     )

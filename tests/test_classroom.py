@@ -332,3 +332,34 @@ def test_release_submit_grade_feedback(classroom):
         assert "Score" in page, student
         for secret in ("HIDDEN TESTS", "seed=", "_random("):
             assert secret not in page, (student, secret)
+
+
+HUB_ROLES = """
+import json, sys
+from types import SimpleNamespace
+from traitlets.config.loader import PyFileConfigLoader
+
+c = PyFileConfigLoader("jupyterhub_config.py", path=sys.argv[1]).load_config()
+spawner = SimpleNamespace(user=SimpleNamespace(name="ana"), environment={})
+c.Spawner.pre_spawn_hook(spawner)
+print(json.dumps([spawner.environment["COURSE_LANG"], list(c.Spawner.get("args", []))]))
+"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_class_gets_its_language(tmp_path, lang):
+    """``COURSE_LANG=zh make hub``: every server's verdicts in Chinese, and
+    JupyterLab's menus from the zh-CN language pack; English by default."""
+    env = {**os.environ, "COURSE_HUB_STATE": str(tmp_path), "COURSE_LANG": lang}
+    proc = subprocess.run(
+        [sys.executable, "-c", HUB_ROLES, str(HERE / "hub")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    said, args = json.loads(proc.stdout)
+    assert said == lang
+    settings = [a for a in args if a.startswith("--LabApp.app_settings_dir=")]
+    assert (settings != []) == (lang == "zh"), args

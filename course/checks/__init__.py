@@ -66,8 +66,8 @@ def _student_frame(tb) -> str:
         return ""
     f = frames[-1]
     return say(
-        " (in your code: `{value}`, line {lineno} of its cell)",
-        value=(f.line or "").strip(),
+        " (in your code: `{code}`, line {lineno} of its cell)",
+        code=(f.line or "").strip(),
         lineno=f.lineno,
     )
 

@@ -146,10 +146,10 @@ def _expect_ext(fn, mask, dtype) -> None:
     got = _ext(fn, mask, dtype)
     if got.dtype != dtype:
         fail(
-            "extended_mask has dtype {dtype}; it should have the dtype "
-            "asked for ({dtype2}), the scores' dtype.",
-            dtype=got.dtype,
-            dtype2=dtype,
+            "extended_mask has dtype {got}; it should have the dtype "
+            "asked for ({asked}), the scores' dtype.",
+            got=got.dtype,
+            asked=dtype,
         )
     flat, keep = got[:, 0, 0], mask.bool()
     if bool((flat[~keep] > 0).any()):

@@ -269,9 +269,9 @@ def _expect_resized(fn, model, max_len: int, seed: int, compare: bool) -> None:
         )
     if type(new) is not type(model):
         fail(
-            "with_max_positions should return a {type_name}, not {type_name2}.",
-            type_name=type(model).__name__,
-            type_name2=type(new).__name__,
+            "with_max_positions should return a {want}, not {got}.",
+            want=type(model).__name__,
+            got=type(new).__name__,
         )
     rows = new.embeddings.position_embeddings.weight.shape[0]
     if rows != max_len:

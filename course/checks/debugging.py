@@ -176,10 +176,10 @@ def _expect_key_mask(fn, case) -> None:
         full = None
     if full is None or tuple(got.shape[-3:-1]) not in {(1, 1), ()}:
         fail(
-            "key_mask gives shape {shape}; it should be (B, 1, 1, T) = "
-            "{shape2}, so that it broadcasts over heads and queries.",
-            shape=tuple(got.shape),
-            shape2=(B, 1, 1, T),
+            "key_mask gives shape {got}; it should be (B, 1, 1, T) = "
+            "{want}, so that it broadcasts over heads and queries.",
+            got=tuple(got.shape),
+            want=(B, 1, 1, T),
         )
     wrong = {KEYS_INVERTED: masked_oracle(scores, case.mask[:, None, None, :] == 0)}
     expect_close(
@@ -243,11 +243,11 @@ def _expect_table(fn, T: int, D: int) -> torch.Tensor:
     got = got.double()
     if float(got.abs().max()) > 10:
         fail(
-            "{name} reaches {value:.3g}: values that grow with the "
+            "{name} reaches {largest:.3g}: values that grow with the "
             "position swamp the token embeddings (about 1 in size). Keep "
             "them bounded.",
             name=name,
-            value=float(got.abs().max()),
+            largest=float(got.abs().max()),
         )
     gaps = torch.cdist(got, got) + torch.eye(T, dtype=got.dtype) * 1e9
     if float(gaps.min()) < 1e-3:

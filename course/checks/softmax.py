@@ -49,10 +49,10 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
     if not bool(torch.isfinite(got).all()) and x.abs().max() > 80:
         fail(
             "softmax(x, dim={dim}) gives NaN/inf on scores as large as "
-            "{value:.0f}: exp overflows. Subtract the max along dim "
+            "{largest:.0f}: exp overflows. Subtract the max along dim "
             "first (it does not change the result).",
             dim=dim,
-            value=x.abs().max(),
+            largest=x.abs().max(),
         )
     expect_finite(got, f"softmax(x, dim={dim})")
     diagnose = {}
