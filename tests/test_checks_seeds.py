@@ -21,7 +21,9 @@ from course import grading
 from course.checks import CheckFailed
 from course.grading.judge import check_modules
 
-SEEDS = (7, 11, 4242, 31_337, 123_456, 987_654)
+# 8: 06's first random batch has B == T, where a (B, T) mask added to (B, H, T, T)
+# scores broadcasts without an error; the other seeds' first batches raise.
+SEEDS = (7, 8, 11, 4242, 31_337, 123_456, 987_654)
 SLOW = ("train_",)  # training twice per seed: covered by the notebook tests
 
 

@@ -41,6 +41,11 @@ ON_K = N_(
 NO_SCALE = N_(
     "missing 1/sqrt(d): divide the scores by the square root of the head size."
 )
+AS_IS = N_(
+    "the (B, T) mask was not broadcast over heads and queries: added as it "
+    "is, it lines up with the scores' last dims (query, key) instead of "
+    "(batch, key). Make it (B, 1, 1, T) first."
+)
 MIXED = N_(
     "view without transpose mixes heads: transpose the context back to (B, "
     "T, H, d) before merging to (B, T, D)."
@@ -60,6 +65,9 @@ def wrong_probs(case: Case, head: int | None = None) -> dict:
     }
     if bool(pad.any()):
         out.update({NO_MASK: _softmax(s, -1), SIGN: _softmax(s + pad * 1e4, -1)})
+    B, T = case.mask.shape
+    if B == T:  # only then does a (B, T) mask broadcast, wrongly, without an error
+        out[AS_IS] = _softmax(s + (1.0 - case.mask.to(s.dtype)) * -1e4, -1)
     return out
 
 

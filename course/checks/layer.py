@@ -45,6 +45,12 @@ DROPOUT = N_(
     "the result changes from one call to the next: dropout is active. At "
     "inference dropout is off (eval mode, or training=False)."
 )
+# Dropout on a tiny tensor often drops nothing, twice: what is left is its 1/(1 - p).
+SCALED = N_(
+    "the sublayer's output is scaled by 1/(1 - p): dropout is active (this "
+    "time it dropped nothing, but still rescaled). At inference dropout is "
+    "off (eval mode, or training=False)."
+)
 
 
 def _blocked(*modules) -> list:
@@ -189,6 +195,7 @@ def _expect_attention_block(fn, case: Case, masked: bool) -> None:
     with torch.no_grad():
         sub = out.dense(case.context(h))
         diagnose = {
+            SCALED: out.LayerNorm(sub / _keep(case) + h),
             PRE_LN: h + out.dense(case.context(out.LayerNorm(h))),
             AFTER_LN: out.LayerNorm(sub) + h,
             NO_RESIDUAL: out.LayerNorm(sub),
@@ -219,6 +226,11 @@ def attention_block_random(fn, seed: int) -> None:
         _expect_attention_block(fn, case, masked=True)
 
 
+def _keep(case: Case) -> float:
+    """1 - p: what dropout left on divides the sublayer's output by."""
+    return 1.0 - case.model.config.hidden_dropout_prob
+
+
 def _expect_feed_forward(fn, case: Case) -> None:
     layer, x = case.layer, case.attn_out
     with forbid(_blocked(layer, layer.intermediate, layer.output), BY_HAND):
@@ -235,6 +247,7 @@ def _expect_feed_forward(fn, case: Case) -> None:
             return down(act(up(x)))
 
         diagnose = {
+            SCALED: ln(ff(F.gelu) / _keep(case) + x),
             RELU: ln(ff(F.relu) + x),
             TANH_GELU: ln(ff(lambda v: F.gelu(v, approximate="tanh")) + x),
             NO_RESIDUAL: ln(ff(F.gelu)),
