@@ -37,7 +37,7 @@ def cmd_lab(args) -> int:
     """
     root = Path(args.root).resolve()
     lang = i18n.language()
-    edition = _edition(root, lang)
+    edition = i18n.edition_root(root, i18n.available(root, lang))
     work = root / ("mywork" if lang == "en" else f"mywork-{lang}")
     for name in grading.assignments(edition):
         src, dest = edition / "release" / name, work / name
@@ -58,12 +58,6 @@ def cmd_lab(args) -> int:
     print("Opening", work, "in JupyterLab. Stop it with Ctrl-C.")
     os.execve(sys.executable, cmd, env)
     return 0
-
-
-def _edition(root: Path, lang: str) -> Path:
-    """The course folder of one language's edition (``root`` for English)."""
-    edition = i18n.edition_root(root, lang)
-    return edition if (edition / "source").is_dir() else root
 
 
 def cmd_release(args) -> int:

@@ -102,6 +102,12 @@ def edition_root(root: Path, lang: str) -> Path:
     return (Path(root) / EDITIONS[lang]).resolve()
 
 
+def available(root: Path, lang: str) -> str:
+    """``lang`` if the course folder ``root`` has its edition, else English (a
+    course copy may lack ``zh/``)."""
+    return lang if (edition_root(root, lang) / "source").is_dir() else "en"
+
+
 def lab_settings(lang: str) -> Path:
     """A JupyterLab settings folder whose ``overrides.json`` picks the language
     pack of ``lang`` (for ``--LabApp.app_settings_dir``)."""

@@ -131,11 +131,18 @@ def close_run(run: str) -> int:
 
 def started(pid: int) -> int:
     """When process ``pid`` started (clock ticks after boot); -1 if it is gone."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields else -1  # field 22, starttime
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """``/proc/PID/stat`` after the command name: state, ppid, pgrp, ... (None if
+    the process is gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return -1
-    return int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        return None
+    return stat.rsplit(")", 1)[1].split()
 
 
 def running(pid: int) -> bool:
@@ -144,12 +151,8 @@ def running(pid: int) -> bool:
     A SIGKILLed process keeps its pid while the kernel tears it down (seconds, for
     one holding a model); it counts as gone from the moment it starts exiting.
     """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat.rsplit(")", 1)[1].split()  # state, ppid, pgrp, ..., flags
-    return fields[0] not in "ZXx" and not int(fields[6]) & PF_EXITING
+    fields = _stat(pid)  # state, ppid, pgrp, ..., flags
+    return bool(fields) and fields[0] not in "ZXx" and not int(fields[6]) & PF_EXITING
 
 
 def join_task_box(env: dict | os._Environ = os.environ) -> None:
@@ -224,13 +227,9 @@ def descendants(pid: int) -> set[int]:
     """Every process below ``pid`` in the process tree."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry.name))
+        fields = _stat(entry.name) if entry.name.isdigit() else None
+        if fields:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
     out, todo = set(), [pid]
     while todo:
         for child in children.get(todo.pop(), []):

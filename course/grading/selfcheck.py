@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..i18n import edition_root, say
+from ..i18n import available, edition_root, say
 from . import (
     ROOT,
     cell_messages,
@@ -75,8 +75,7 @@ def run(
     ``course`` is the English course folder; ``lang`` picks its edition (an edition
     the folder lacks falls back to English).
     """
-    if not (edition_root(course, lang) / "source").is_dir():
-        lang = "en"
+    lang = available(course, lang)
     source = edition_root(course, lang) / "source"
     if not notebook.exists():
         print(say("No notebook at {notebook}.", notebook=notebook))
