@@ -7,8 +7,8 @@ import pytest
 from harness import fill, fixture_module, reference_answers
 
 from course import grading
+from course.grading.enames import TAMPERED
 from course.grading.shortcuts import SHORTCUT, shortcut_verdicts
-from course.grading.tamper import TAMPERED
 
 A = "05_softmax_and_scaling"
 SOFTMAX_TESTS = {"test_softmax_rows", "test_softmax_stable", "test_softmax_random"}

@@ -12,6 +12,7 @@ Every value here comes from the model or bertviz, never from a solution.
 
 from __future__ import annotations
 
+import functools
 import random
 
 import torch
@@ -92,9 +93,16 @@ def random_cases(seed: int, n: int = 3, heads=(1, 2, 3, 4)):
         yield Case(model, rng.randrange(model.config.num_hidden_layers), ids, mask)
 
 
+@functools.lru_cache(maxsize=1)
+def _oracle_neuron_view():
+    """bertviz's neuron-view model of :func:`course.models.oracle_model`, built once
+    (bertviz initialises every module before it gets the weights: 0.1 s a build)."""
+    return models.neuron_view_model(models.oracle_model())[0]
+
+
 def sample_qk(layer: int = 0, text: str = data.SAMPLE_TEXT):
     """bertviz's neuron-view queries and keys of ``text``, (1, H, T, d) each."""
-    nv_model, _ = models.neuron_view_model(models.oracle_model())
+    nv_model = _oracle_neuron_view()
     enc = models.load_tokenizer()(text, return_tensors="pt")
     with torch.no_grad():
         entry = nv_model(enc["input_ids"], token_type_ids=enc["token_type_ids"])[-1][

@@ -42,15 +42,24 @@ def make_course(dest: Path, root: Path = ROOT, lang: str = "en") -> Path:
     return dest
 
 
+# Set by dask's nanny for its workers (``distributed.nanny.pre-spawn-environ``).
+# Setting it fixes glibc's mmap threshold at 128 KiB, so a kernel maps and zeroes
+# every tensor above that afresh: 09 graded in twice the time. Kernels and nbgrader
+# keep glibc's own tuning.
+WORKER_ONLY = ("MALLOC_TRIM_THRESHOLD_",)
+
+
 def tool_env() -> dict:
     """The environment for nbgrader and the grading tools: this interpreter's
     folder first on PATH (nbgrader runs ``alembic`` and ``jupyter`` from PATH), the
     course's nbconvert templates first on JUPYTER_PATH (feedback/formgrader math
-    offline), and one thread per kernel (callers run several at once)."""
+    offline), one thread per kernel (callers run several at once), and none of the
+    dask worker's own malloc tuning (:data:`WORKER_ONLY`)."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     data = os.pathsep.join(filter(None, [TEMPLATES, os.environ.get("JUPYTER_PATH")]))
+    inherited = {k: v for k, v in os.environ.items() if k not in WORKER_ONLY}
     return {
-        **os.environ,
+        **inherited,
         "PATH": path,
         "JUPYTER_PATH": data,
         "OMP_NUM_THREADS": "1",

@@ -25,9 +25,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from . import engine, gradebook, notebook_path
+from .enames import DEAF, KERNEL_DIED, NOT_RUN, TAMPERED
 from .engine import Job, Outcome
-from .execute import DEAF, KERNEL_DIED, NOT_RUN
-from .tamper import TAMPERED
 
 GRADED, FLAGGED, FAILED = "graded", "flagged", "failed"
 SKIPPED = "already graded"

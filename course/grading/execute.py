@@ -33,11 +33,9 @@ from traitlets import Bool, Enum, Float, Integer
 from ..checks import evidence
 from ..i18n import say
 from . import contain
+from .enames import DEAF, KERNEL_DIED, NOT_RUN
 from .warm import MEMORY_ENV
 
-KERNEL_DIED = "KernelDied"
-DEAF = "CellTimeoutError"
-NOT_RUN = "NotRun"
 TRUNCATED = "... Output truncated: the notebook printed too much ...\n"
 
 

@@ -37,12 +37,12 @@ from traitlets import Bool
 
 from ..checks import CheckFailed, evidence
 from ..i18n import say
-from .execute import DEAF, KERNEL_DIED, NOT_RUN, error_output, is_test_cell
+from .enames import DEAF, KERNEL_DIED, NOT_RUN, UNREPLAYABLE
+from .execute import error_output, is_test_cell
 from .feedback import HIDDEN
 from .shortcuts import shortcut_verdicts
 
 GRADER_FAULTS = {KERNEL_DIED, DEAF, NOT_RUN}
-UNREPLAYABLE = "GradingError"
 
 
 class DrawSeeds(NbGraderPreprocessor):

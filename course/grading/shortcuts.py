@@ -35,7 +35,7 @@ from ..checks import (
     transformer,
 )
 from ..i18n import say
-from .tamper import TAMPERED
+from .enames import TAMPERED
 
 SHORTCUT = "ShortcutUsed"
 MODULES = {"torch", "math", "numpy", "random", "matplotlib", "collections"}

@@ -26,9 +26,9 @@ import re
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from ..i18n import say
+from .enames import TAMPERED
 from .execute import error_output, is_test_cell
 
-TAMPERED = "TamperingDetected"
 CALLS = {"exec", "eval", "compile", "__import__", "setattr", "delattr", "globals"}
 CALLS |= {"vars", "get_ipython", "breakpoint", "open"}
 MODULES = {"builtins", "importlib", "ctypes", "gc", "subprocess", "shutil", "pickle"}

@@ -42,6 +42,8 @@ KERNEL = "course-warm"
 def _preload() -> None:
     """Import what every notebook imports; load what every notebook loads."""
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    import ipykernel.debugger  # noqa: F401 - debugpy: 0.2 s of each kernel's start
+    import ipykernel.ipkernel  # noqa: F401
     import ipykernel.kernelapp  # noqa: F401
     import matplotlib.pyplot  # noqa: F401
 
@@ -51,6 +53,7 @@ def _preload() -> None:
         config,
         heads,
         layer,
+        oracles,
         outputs,
         pictures,
         positions,
@@ -60,8 +63,7 @@ def _preload() -> None:
     )
 
     models.load()
-    models.oracle_model()
-    models.neuron_view_model(models.oracle_model())
+    oracles.sample_qk()  # the oracle model and its neuron view, built once here
     # What an nbgrader process forked from here needs: the app and the judge.
     import nbgrader.apps.nbgraderapp  # noqa: F401
 
