@@ -1,13 +1,15 @@
 """Names of the error outputs the grader writes into a graded notebook.
 
 They are how the grading steps (:mod:`course.grading.execute`,
-:mod:`course.grading.judge`, :mod:`course.grading.tamper`) tell the coordinator
-(:mod:`course.grading.batch`) what happened to a cell. This module imports nothing,
-so the coordinator reads graded notebooks without loading torch or nbclient.
+:mod:`course.grading.judge`, :mod:`course.grading.shortcuts`,
+:mod:`course.grading.tamper`) tell the coordinator (:mod:`course.grading.batch`)
+what happened to a cell. This module imports nothing, so the coordinator reads
+graded notebooks without loading torch or nbclient.
 """
 
 KERNEL_DIED = "KernelDied"  # the kernel died (or broke) while running the cell
 DEAF = "CellTimeoutError"  # the cell ran past its time and ignored the interrupt
 NOT_RUN = "NotRun"  # not run: the notebook's time, output or restarts ran out
 TAMPERED = "TamperingDetected"  # a flag: the cell patches the grading tools
+SHORTCUT = "ShortcutUsed"  # the answer calls what the exercise turns off
 UNREPLAYABLE = "GradingError"  # the judge could not replay the cell's checks

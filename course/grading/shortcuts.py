@@ -35,9 +35,8 @@ from ..checks import (
     transformer,
 )
 from ..i18n import say
-from .enames import TAMPERED
+from .enames import SHORTCUT, TAMPERED
 
-SHORTCUT = "ShortcutUsed"
 MODULES = {"torch", "math", "numpy", "random", "matplotlib", "collections"}
 MODULES |= {"itertools", "functools", "typing", "dataclasses", "copy", "transformers"}
 MODULES |= {"course.models", "course.data", "course.viz", "__future__"}
