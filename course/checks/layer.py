@@ -6,6 +6,7 @@ before the student's code runs with those modules' ``forward`` turned off.
 
 from __future__ import annotations
 
+import functools
 import random
 
 import torch
@@ -23,6 +24,7 @@ from . import (
     random_batch,
     random_tiny_bert,
 )
+from .oracles import own_copy
 
 BY_HAND = N_(
     "Build it from its parts (Linear, LayerNorm, Embedding modules): calling "
@@ -92,6 +94,13 @@ UNPADDED = (data.SENTENCE_PAIR, (data.SAMPLE_TEXT,))
 
 
 def course_case(padded: bool = False, layer: int = 2, texts=data.SENTENCE_PAIR) -> Case:
+    """The course model at ``layer`` on ``texts`` (or a padded batch); the model
+    runs once per input and process, each caller gets its own tensors."""
+    return own_copy(_course_case(padded, layer, tuple(texts)))
+
+
+@functools.lru_cache(maxsize=8)
+def _course_case(padded: bool, layer: int, texts: tuple) -> Case:
     tok = models.load_tokenizer()
     if padded:
         enc = tok([data.SAMPLE_TEXT, "A short one."], padding=True, return_tensors="pt")

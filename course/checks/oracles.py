@@ -4,7 +4,8 @@
   computed at one layer: the layer's input, its attention probabilities, and the
   self-attention module's output (captured by a forward hook).
 * :func:`course_case` / :func:`random_cases`: that run on the course model and the
-  sample text, or on tiny BERTs of random sizes and padded random batches.
+  sample text, or on tiny BERTs of random sizes and padded random batches;
+  :func:`own_copy` gives a caller its own copy of a case made once.
 * :func:`sample_qk`: bertviz's neuron-view queries and keys of a text.
 
 Every value here comes from the model or bertviz, never from a solution.
@@ -12,6 +13,7 @@ Every value here comes from the model or bertviz, never from a solution.
 
 from __future__ import annotations
 
+import copy
 import functools
 import random
 
@@ -76,8 +78,29 @@ class Case:
             return call(fn, self.hidden.clone(), self.self_attn, *args, name=name)
 
 
+def own_copy(case):
+    """``case`` with its own copy of every tensor in it: a student's call may
+    change its inputs in place. Its modules stay shared, as the model is."""
+    new = copy.copy(case)
+    for key, value in vars(case).items():
+        if isinstance(value, torch.Tensor):
+            setattr(new, key, value.clone())
+        elif isinstance(value, tuple) and all(torch.is_tensor(v) for v in value):
+            setattr(new, key, tuple(v.clone() for v in value))
+    return new
+
+
 def course_case(padded: bool = False, text: str = data.SAMPLE_TEXT) -> Case:
-    """Layer 0 of the course model on ``text`` (and a short text, padded)."""
+    """Layer 0 of the course model on ``text`` (and a short text, padded).
+
+    The model runs once per input and process (a notebook's checks ask for the
+    same few inputs again and again); each caller gets its own tensors.
+    """
+    return own_copy(_course_case(padded, text))
+
+
+@functools.lru_cache(maxsize=8)
+def _course_case(padded: bool, text: str) -> Case:
     tok = models.load_tokenizer()
     texts = [text, "A short one."] if padded else [text]
     enc = tok(texts, padding=True, return_tensors="pt")
@@ -101,7 +124,14 @@ def _oracle_neuron_view():
 
 
 def sample_qk(layer: int = 0, text: str = data.SAMPLE_TEXT):
-    """bertviz's neuron-view queries and keys of ``text``, (1, H, T, d) each."""
+    """bertviz's neuron-view queries and keys of ``text``, (1, H, T, d) each
+    (computed once per layer, text and process; each caller gets its own)."""
+    queries, keys = _sample_qk(layer, text)
+    return queries.clone(), keys.clone()
+
+
+@functools.lru_cache(maxsize=8)
+def _sample_qk(layer: int, text: str):
     nv_model = _oracle_neuron_view()
     enc = models.load_tokenizer()(text, return_tensors="pt")
     with torch.no_grad():

@@ -10,9 +10,9 @@ task.
 * **A task** (:func:`grade_submission`) runs one ``nbgrader autograde ASSIGNMENT
   --student STUDENT`` in a task box (:func:`course.grading.contain.open_task_box`),
   under its own time budget, and closes the box after it: no process outlives it.
-  It dies with its worker (``PR_SET_PDEATHSIG``); the next worker on the machine
-  closes the box it left (:func:`course.grading.contain.sweep_orphans`), and when
-  the run ends every box of the run is closed (:func:`end_run`).
+  It dies with its worker (its connection to the worker closes); the next worker on
+  the machine closes the box it left (:func:`course.grading.contain.sweep_orphans`),
+  and when the run ends every box of the run is closed (:func:`end_run`).
 * **Files.** On a shared file system the worker reads ``submitted/`` and writes
   ``autograded/`` itself. With ``ship_files`` the submission travels to the worker
   as bytes and the autograded notebook comes back as bytes.
@@ -128,36 +128,51 @@ def grade_submission(job: Job) -> Outcome:
     return Outcome(log, code, time.monotonic() - start, name, files)
 
 
-def _command(job: Job, root: Path, env: dict) -> list[str]:
-    warm = warm_kernels.SOCKET_ENV in env
-    program = ["course.grading.warm", "--nbgrader"] if warm else ["nbgrader"]
-    cmd = [sys.executable, "-m", *program, "autograde", job.assignment]
-    cmd += [
-        f"--student={job.student}",
-        "--force",
+def _arguments(job: Job, root: Path, env: dict) -> list[str]:
+    """``nbgrader autograde``'s arguments for one submission."""
+    argv = ["autograde", job.assignment, f"--student={job.student}", "--force"]
+    argv += [
         f"--CourseDirectory.root={root}",
         f"--CourseDirectory.db_url={job.db_url}",
         f"--Execute.timeout={job.cell_timeout}",
         f"--GuardedExecute.notebook_timeout={job.timeout}",  # the kernel's budget
     ]
-    if warm:
-        cmd.append(f"--Execute.kernel_name={warm_kernels.KERNEL}")
+    if warm_kernels.SOCKET_ENV in env:
+        argv.append(f"--Execute.kernel_name={warm_kernels.KERNEL}")
     if job.fixed_seeds:
-        cmd.append("--DrawSeeds.enabled=False")
-    return cmd
+        argv.append("--DrawSeeds.enabled=False")
+    return argv
 
 
 def _run_nbgrader(job: Job, root: Path, env: dict) -> tuple[str, int]:
-    """nbgrader in a task box; the box closed after it, however it ended."""
+    """nbgrader in a task box, forked warm where it can be; the box closed after
+    it, however it ended."""
     box = contain.open_task_box(job.run)
     env = {**env, **box}
+    argv = _arguments(job, root, env)
+    seconds = job.timeout + 60  # nbgrader's own slack
+    pid = None
+    try:
+        ran = warm_kernels.nbgrader(argv, cwd=str(root), env=env, timeout=seconds)
+        log, code, pid, finished = ran or _run_cold(argv, root, env, seconds)
+    finally:
+        contain.close_box(box, pid)
+    if not finished:
+        log += "\ncourse: stopped, past the time limit of the submission\n"
+    return log, code
+
+
+def _run_cold(
+    argv: list[str], root: Path, env: dict, seconds: float
+) -> tuple[str, int, int, bool]:
+    """``nbgrader ARGV`` as a new process: output, exit code, pid, finished."""
 
     def child() -> None:
         contain.die_with_parent()
         contain.join_task_box(env)
 
     proc = subprocess.Popen(
-        _command(job, root, env),
+        [sys.executable, "-m", "nbgrader", *argv],
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -168,15 +183,13 @@ def _run_nbgrader(job: Job, root: Path, env: dict) -> tuple[str, int]:
         preexec_fn=child,
     )
     try:
-        log, _ = proc.communicate(timeout=job.timeout + 60)  # nbgrader's own slack
+        log, _ = proc.communicate(timeout=seconds)
+        return log, proc.returncode, proc.pid, True
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, 9)
         log, _ = proc.communicate()
-        log += "\ncourse: stopped, past the time limit of the submission\n"
-    finally:
-        contain.close_box(box, proc.pid)
-    return log, proc.returncode
+        return log, proc.returncode, proc.pid, False
 
 
 def _unpack(job: Job, scratch: Path) -> Path:

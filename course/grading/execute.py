@@ -19,10 +19,12 @@ so ``nbgrader autograde``, the formgrader and ``python -m course grade`` all use
 from __future__ import annotations
 
 import os
+import queue
 import sys
 import tempfile
 import time
 
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.kernelspec import KernelSpec
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import ensure_async, run_sync
@@ -53,6 +55,36 @@ def is_test_cell(cell: NotebookNode) -> bool:
     """A locked, graded code cell: the tests, restored from the release."""
     meta = cell.metadata.get("nbgrader", {})
     return bool(meta.get("grade")) and not meta.get("solution")
+
+
+class PromptClient(AsyncKernelClient):
+    """jupyter_client's kernel client, ready as soon as the kernel has answered.
+
+    Stock ``wait_for_ready`` then waits for IOPub to stay quiet for 0.2 s, time in
+    which the worker's core idles, once per notebook. Nothing needs that: nbclient
+    takes only the outputs whose parent is the cell it runs.
+    """
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout or float("inf"))
+        while True:
+            self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except queue.Empty:
+                reply = {"msg_type": None}
+            if reply["msg_type"] == "kernel_info_reply":
+                try:
+                    await self.iopub_channel.get_msg(timeout=0.2)  # IOPub is up
+                except queue.Empty:
+                    pass
+                else:
+                    self._handle_kernel_info_reply(reply)
+                    return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
 
 
 class GuardedExecute(Execute):
@@ -102,6 +134,7 @@ class GuardedExecute(Execute):
         """Every kernel starts through the course's kernel command, which puts it in
         its box (:mod:`course.grading.contain`) and forks it warm where it can."""
         km = super().create_kernel_manager()
+        km.client_factory = PromptClient
         spec = km.kernel_spec
         command = [
             sys.executable,
@@ -132,6 +165,10 @@ class GuardedExecute(Execute):
     start_new_kernel = run_sync(async_start_new_kernel)  # the sync path uses this
 
     async def _async_cleanup_kernel(self) -> None:
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        if process is not None and self.shutdown_kernel == "immediate":
+            process.kill()  # and reap it: jupyter_client polls for that every 0.1 s
+            process.wait()
         try:
             await super()._async_cleanup_kernel()
         finally:

@@ -15,7 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from . import nbgrader, tool_env
+from . import import_jsonschema_lean, nbgrader, tool_env
 
 
 class NotReleased(Exception):
@@ -40,6 +40,7 @@ def prepare(
     Returns the names of the assignments it registered. Raises
     :class:`NotReleased` (one sentence) for one it cannot register.
     """
+    import_jsonschema_lean()
     from nbgrader.api import Gradebook, MissingEntry
 
     os.environ["PATH"] = tool_env()["PATH"]  # Gradebook runs `alembic` from PATH

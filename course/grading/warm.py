@@ -11,7 +11,8 @@ cwd, environment, standard streams), forwards interrupts to it, and exits when i
 exits. The child exits when the proxy is killed. Each child is its own process, so
 nothing one student's code does reaches another's; what it inherits is what a fresh
 kernel would build itself (imports, the model), and it draws fresh random seeds
-(torch, numpy, random) as a new process does.
+(torch, numpy, random) as a new process does. A task's nbgrader is forked from it
+too (:func:`nbgrader`), by the worker itself: no interpreter starts for it.
 
 Without a zygote (``COURSE_WARM_SOCKET`` unset or gone) the proxy simply becomes an
 ordinary ``ipykernel`` kernel.
@@ -19,6 +20,7 @@ ordinary ``ipykernel`` kernel.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -41,11 +43,23 @@ KERNEL = "course-warm"
 
 def _preload() -> None:
     """Import what every notebook imports; load what every notebook loads."""
+    from course.grading import import_jsonschema_lean
+
+    import_jsonschema_lean()
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    import ipykernel.debugger  # noqa: F401 - debugpy: 0.2 s of each kernel's start
+    # What a kernel imports as it starts: debugpy alone was 0.2 s of each start;
+    # IPython's debugger and completer, psutil, sqlite3 and tornado's loop 0.05 s.
+    import sqlite3  # noqa: F401
+
+    import ipykernel.debugger  # noqa: F401
     import ipykernel.ipkernel  # noqa: F401
     import ipykernel.kernelapp  # noqa: F401
+    import IPython.core.completerlib  # noqa: F401
+    import IPython.core.debugger  # noqa: F401
+    import IPython.extensions.storemagic  # noqa: F401
     import matplotlib.pyplot  # noqa: F401
+    import psutil  # noqa: F401
+    import tornado.platform.asyncio  # noqa: F401
 
     from course import checks, models, viz  # noqa: F401
     from course.checks import (  # noqa: F401
@@ -64,8 +78,17 @@ def _preload() -> None:
 
     models.load()
     oracles.sample_qk()  # the oracle model and its neuron view, built once here
-    # What an nbgrader process forked from here needs: the app and the judge.
+    # What an nbgrader process forked from here needs: the app and the judge, the
+    # gradebook's mappers configured and nbformat's validators compiled (0.3 s of
+    # every task when each nbgrader did it for itself).
+    import nbgrader.api  # noqa: F401
     import nbgrader.apps.nbgraderapp  # noqa: F401
+    from nbformat import v4, validator
+    from sqlalchemy.orm import configure_mappers
+
+    configure_mappers()
+    for relax in (False, True):
+        validator.get_validator(4, v4.nbformat_minor, relax_add_props=relax)
 
     from course.grading import judge  # noqa: F401
 
@@ -108,6 +131,7 @@ def _become_nbgrader(conn: socket.socket, request: dict, fds: list[int]) -> None
         code = exit.code if isinstance(exit.code, int) else 1
     sys.stdout.flush()
     sys.stderr.flush()
+    conn.sendall(f"{code}\n".encode())
     os._exit(code)
 
 
@@ -156,7 +180,7 @@ def serve(path: str) -> None:
             _become_kernel(conn, request, fds)
         for fd in fds:
             os.close(fd)
-        conn.sendall(str(pid).encode())
+        conn.sendall(f"{pid}\n".encode())
         conn.close()  # the child keeps its copy open until it exits
 
 
@@ -168,26 +192,21 @@ def _reap() -> None:
         pass
 
 
-def proxy(argv: list[str], nbgrader: bool = False) -> None:
-    """The kernel command (or, with ``nbgrader``, ``nbgrader ARGV``): have the
-    zygote fork the process, or become it."""
+def proxy(argv: list[str]) -> None:
+    """The kernel command: have the zygote fork the kernel, or become one."""
     path = os.environ.get(SOCKET_ENV)
     memory = os.environ.get(MEMORY_ENV)
-    if not nbgrader:
-        contain.enter_box(os.environ)
+    contain.enter_box(os.environ)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(path or "")
     except OSError:
-        if memory and not nbgrader:
+        if memory:
             resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
-        program = "nbgrader" if nbgrader else "ipykernel_launcher"
-        os.execv(sys.executable, [sys.executable, "-m", program, *argv])
+        os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", *argv])
     env = dict(os.environ)
-    if not nbgrader:  # a kernel forks nothing from the zygote; nbgrader's kernels do
-        env.pop(SOCKET_ENV)
+    env.pop(SOCKET_ENV)  # a kernel forks nothing from the zygote; nbgrader's kernels do
     request = {"argv": argv, "cwd": os.getcwd(), "env": env, "memory": memory}
-    request["nbgrader"] = nbgrader
     socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
     pid = int(conn.recv(32))
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -198,6 +217,51 @@ def proxy(argv: list[str], nbgrader: bool = False) -> None:
         sys.exit(1)
     select.select([done], [], [])
     sys.exit(0)
+
+
+def nbgrader(
+    argv: list[str], *, cwd: str, env: dict, timeout: float
+) -> tuple[str, int, int, bool] | None:
+    """``nbgrader ARGV`` forked from the zygote that ``env`` names, from this process.
+
+    Returns its output, exit code and pid, and whether it finished within
+    ``timeout`` seconds (if not, its process group is killed; the caller closes
+    its box). ``None`` if there is no zygote to ask. It ends, with its kernels,
+    when this process closes the connection, however this process ends.
+    """
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(env.get(SOCKET_ENV) or "")
+    except OSError:
+        conn.close()
+        return None
+    read, write = os.pipe()
+    with conn, open(read, "rb", buffering=0) as out, open(os.devnull, "rb") as null:
+        request = {"argv": argv, "cwd": cwd, "env": env, "nbgrader": True}
+        fds = [null.fileno(), write, write]
+        socket.send_fds(conn, [json.dumps(request).encode()], fds)
+        os.close(write)
+        replies, code = conn.makefile("rb"), b""
+        pid = int(replies.readline())
+        log, finished = _read_all(out, time.monotonic() + timeout)
+        if not finished:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        conn.settimeout(30)  # the code is sent as it exits; a killed one sends none
+        with contextlib.suppress(OSError):
+            code = replies.readline().strip() if finished else b""
+    return log.decode(errors="replace"), int(code or -9), pid, finished
+
+
+def _read_all(out, deadline: float) -> tuple[bytes, bool]:
+    """What ``out`` gives until it closes (True) or ``deadline`` passes (False)."""
+    chunks = []
+    while (left := deadline - time.monotonic()) > 0:
+        if select.select([out], [], [], left)[0]:
+            if not (data := out.read(1 << 16)):
+                return b"".join(chunks), True
+            chunks.append(data)
+    return b"".join(chunks), False
 
 
 def _forward(pid: int, signum: int) -> None:
@@ -255,7 +319,5 @@ def stop(zygote: subprocess.Popen) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         serve(sys.argv[2])
-    elif sys.argv[1:2] == ["--nbgrader"]:
-        proxy(sys.argv[2:], nbgrader=True)
     else:
         proxy(sys.argv[1:])
