@@ -315,3 +315,22 @@ def test_kernels_keep_glibc_malloc_tuning():
         (settings,) = client.run(_malloc_settings).values()
     assert settings["worker"] is not None  # what dask sets, so the test can fail
     assert settings["tasks"] is None and settings["zygote"] == [], settings
+
+
+def test_jsonschema_is_imported_without_the_uri_grammar():
+    """The coordinator and each zygote import jsonschema without rfc3987_syntax
+    (2.9 s of Lark grammars, for a format nothing here checks); importing that
+    package later still works."""
+    code = (
+        "import sys\n"
+        "from course.grading import import_jsonschema_lean\n"
+        "import_jsonschema_lean()\n"
+        "import nbgrader.api\n"
+        "print('rfc3987_syntax' in sys.modules)\n"
+        "import rfc3987_syntax\n"
+        "print(rfc3987_syntax.is_valid_syntax('iri', 'https://example.org/é'))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert proc.stdout.split() == ["False", "True"], proc.stderr

@@ -1,8 +1,9 @@
-"""course.grading.warm: a forked kernel behaves like a fresh one, takes interrupts
-and exits with its proxy."""
+"""course.grading.warm and .zygote: a forked kernel behaves like a fresh one, takes
+interrupts and exits with its proxy; a task's forked nbgrader reports back."""
 
 import json
 import os
+import re
 import time
 
 import nbformat
@@ -94,3 +95,32 @@ def test_kernel_exits_when_its_proxy_is_killed(warm_env, tmp_path):
     while time.monotonic() < deadline and os.path.exists(f"/proc/{child}"):
         time.sleep(0.1)
     assert not os.path.exists(f"/proc/{child}")
+
+
+def test_nbgrader_forked_for_a_task_reports_output_and_exit_code(zygote, tmp_path):
+    """The worker asks the zygote for a task's nbgrader itself: what nbgrader
+    printed and its exit code come back (a failed autograde is not a 0)."""
+    env = {**zygote[1], "PYTHONWARNINGS": "ignore"}
+    log, code, pid, finished = warm.nbgrader(
+        ["--version"], cwd=str(tmp_path), env=env, timeout=120
+    )
+    assert finished and code == 0 and pid > 0
+    assert re.search(r"\d+\.\d+\.\d+", log)
+    log, code, _, finished = warm.nbgrader(
+        ["autograde", "no_such_assignment", "--student=s1"],
+        cwd=str(tmp_path),
+        env=env,
+        timeout=120,
+    )
+    assert finished and code == 1, log
+    assert warm.nbgrader(["--version"], cwd=".", env={}, timeout=5) is None  # cold
+
+
+def test_reading_a_task_stops_at_its_deadline():
+    """Output is read until it closes, or until the deadline if it stays open."""
+    read, write = os.pipe()
+    os.write(write, b"so far")
+    with open(read, "rb", buffering=0) as out:
+        assert warm._read_all(out, time.monotonic() + 0.3) == (b"so far", False)
+        os.close(write)
+        assert warm._read_all(out, time.monotonic() + 5) == (b"", True)

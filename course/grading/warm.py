@@ -4,7 +4,7 @@ torch, transformers and the course, and loaded the model.
 A fresh kernel spends about 4 s importing torch and transformers and loading the
 model before the first cell of a notebook does anything; for a class that is most of
 the grading time. ``python -m course grade`` therefore starts one *zygote*
-(:func:`serve`) that pays that once, and registers a kernelspec ``course-warm`` whose
+(:mod:`course.grading.zygote`) that pays that once, and registers a kernelspec ``course-warm`` whose
 command is this module's proxy (:func:`proxy`). When nbgrader starts a kernel, the
 proxy asks the zygote to fork a child that becomes the kernel (same connection file,
 cwd, environment, standard streams), forwards interrupts to it, and exits when it
@@ -23,14 +23,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import resource
 import select
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -39,157 +37,6 @@ from . import contain
 SOCKET_ENV = "COURSE_WARM_SOCKET"
 MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space for each kernel
 KERNEL = "course-warm"
-
-
-def _preload() -> None:
-    """Import what every notebook imports; load what every notebook loads."""
-    from course.grading import import_jsonschema_lean
-
-    import_jsonschema_lean()
-    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    # What a kernel imports as it starts: debugpy alone was 0.2 s of each start;
-    # IPython's debugger and completer, psutil, sqlite3 and tornado's loop 0.05 s.
-    import sqlite3  # noqa: F401
-
-    import ipykernel.debugger  # noqa: F401
-    import ipykernel.ipkernel  # noqa: F401
-    import ipykernel.kernelapp  # noqa: F401
-    import IPython.core.completerlib  # noqa: F401
-    import IPython.core.debugger  # noqa: F401
-    import IPython.extensions.storemagic  # noqa: F401
-    import matplotlib.pyplot  # noqa: F401
-    import psutil  # noqa: F401
-    import tornado.platform.asyncio  # noqa: F401
-
-    from course import checks, models, viz  # noqa: F401
-    from course.checks import (  # noqa: F401
-        attention,
-        config,
-        heads,
-        layer,
-        oracles,
-        outputs,
-        pictures,
-        positions,
-        softmax,
-        split,
-        transformer,
-    )
-
-    models.load()
-    oracles.sample_qk()  # the oracle model and its neuron view, built once here
-    # What an nbgrader process forked from here needs: the app and the judge, the
-    # gradebook's mappers configured and nbformat's validators compiled (0.3 s of
-    # every task when each nbgrader did it for itself).
-    import nbgrader.api  # noqa: F401
-    import nbgrader.apps.nbgraderapp  # noqa: F401
-    from nbformat import v4, validator
-    from sqlalchemy.orm import configure_mappers
-
-    configure_mappers()
-    for relax in (False, True):
-        validator.get_validator(4, v4.nbformat_minor, relax_add_props=relax)
-
-    from course.grading import judge  # noqa: F401
-
-
-def _take_over(conn: socket.socket, request: dict, fds: list[int], last=None) -> None:
-    """In the forked child: the proxy's streams, cwd and env; exit with the proxy
-    (after calling ``last``, if given)."""
-    os.setsid()  # its own process group: killpg from student code reaches only it
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-
-    def exit_with_proxy() -> None:
-        conn.recv(1)  # returns when the proxy is gone, however it ended
-        if last is not None:
-            last()
-        os._exit(1)
-
-    threading.Thread(target=exit_with_proxy, daemon=True).start()
-
-
-def _become_nbgrader(conn: socket.socket, request: dict, fds: list[int]) -> None:
-    """In the forked child: run ``nbgrader ARGV`` with everything already imported."""
-
-    def last() -> None:  # stopped from outside: its kernels, and all they started
-        contain.close_all()
-        os.killpg(0, signal.SIGKILL)
-
-    _take_over(conn, request, fds, last)
-    contain.join_task_box(request["env"])
-    from nbgrader.apps.nbgraderapp import NbGraderApp
-
-    code = 0
-    try:
-        NbGraderApp.launch_instance(argv=list(request["argv"]))
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    conn.sendall(f"{code}\n".encode())
-    os._exit(code)
-
-
-def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
-    """In the forked child: take the proxy's streams, cwd and env, run ipykernel."""
-    _take_over(conn, request, fds)
-    contain.enter_box(request["env"])
-    sys.path[0] = request["cwd"]
-    if request.get("memory"):
-        limit = int(request["memory"])
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    import numpy
-    import torch
-
-    torch.seed()  # fresh, unpredictable seeds, as a new process has
-    random.seed()
-    numpy.random.seed()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    from ipykernel.kernelapp import IPKernelApp
-
-    argv = list(request["argv"])
-    if os.environ.get("JPY_PARENT_PID"):  # read at import in a cold kernel
-        argv.append(f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}")
-    IPKernelApp.launch_instance(argv=argv)
-    os._exit(0)
-
-
-def serve(path: str) -> None:
-    """The zygote: preload, then fork one kernel per request on socket ``path``."""
-    _preload()
-    signal.signal(signal.SIGCHLD, lambda *_: _reap())
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path + ".tmp")
-    os.rename(path + ".tmp", path)  # clients see the socket only once it listens
-    server.listen(64)
-    while True:
-        conn, _ = server.accept()
-        data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
-        request = json.loads(data)
-        pid = os.fork()
-        if pid == 0:
-            server.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            if request.get("nbgrader"):
-                _become_nbgrader(conn, request, fds)
-            _become_kernel(conn, request, fds)
-        for fd in fds:
-            os.close(fd)
-        conn.sendall(f"{pid}\n".encode())
-        conn.close()  # the child keeps its copy open until it exits
-
-
-def _reap() -> None:
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
-    except ChildProcessError:
-        pass
 
 
 def proxy(argv: list[str]) -> None:
@@ -236,20 +83,28 @@ def nbgrader(
         conn.close()
         return None
     read, write = os.pipe()
-    with conn, open(read, "rb", buffering=0) as out, open(os.devnull, "rb") as null:
+    with conn, conn.makefile("rb") as replies, open(read, "rb", buffering=0) as out:
         request = {"argv": argv, "cwd": cwd, "env": env, "nbgrader": True}
-        fds = [null.fileno(), write, write]
-        socket.send_fds(conn, [json.dumps(request).encode()], fds)
-        os.close(write)
-        replies, code = conn.makefile("rb"), b""
-        pid = int(replies.readline())
+        with open(os.devnull, "rb") as null:
+            try:
+                fds = [null.fileno(), write, write]
+                socket.send_fds(conn, [json.dumps(request).encode()], fds)
+            except OSError:  # the zygote is gone
+                return None
+            finally:
+                os.close(write)
+        pid = replies.readline().strip()
+        if not pid:  # the zygote is gone
+            return None
+        pid, code = int(pid), b""
         log, finished = _read_all(out, time.monotonic() + timeout)
-        if not finished:
+        if finished:
+            conn.settimeout(30)  # sent as it exits; a killed one sends none
+            with contextlib.suppress(OSError):
+                code = replies.readline().strip()
+        else:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-        conn.settimeout(30)  # the code is sent as it exits; a killed one sends none
-        with contextlib.suppress(OSError):
-            code = replies.readline().strip() if finished else b""
     return log.decode(errors="replace"), int(code or -9), pid, finished
 
 
@@ -287,7 +142,7 @@ def start(tmp: Path, env: dict) -> tuple[subprocess.Popen, dict]:
     path = str(tmp / "zygote.sock")
     with open(tmp / "zygote.log", "wb") as log:
         zygote = subprocess.Popen(
-            [sys.executable, "-m", "course.grading.warm", "--serve", path],
+            [sys.executable, "-m", "course.grading.zygote", path],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -317,7 +172,4 @@ def stop(zygote: subprocess.Popen) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--serve"]:
-        serve(sys.argv[2])
-    else:
-        proxy(sys.argv[1:])
+    proxy(sys.argv[1:])

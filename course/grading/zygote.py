@@ -1,0 +1,179 @@
+"""The zygote: a process that has imported torch, transformers, nbgrader and the
+course and loaded the model, and forks a grading kernel or a task's nbgrader on
+request (:mod:`course.grading.warm` asks).
+
+A request on its Unix socket is JSON (``argv``, ``cwd``, ``env``; ``nbgrader`` for
+nbgrader, ``memory`` for a kernel's address-space cap) with the asker's stdin,
+stdout and stderr attached. The child takes those streams, the cwd and the
+environment, starts its own session and box, and exits when the asker's end of the
+connection closes, however the asker ended. The zygote answers with the child's pid
+(a line); an nbgrader child sends its exit code (a line) as it exits.
+
+    python -m course.grading.zygote SOCKET_PATH
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import signal
+import socket
+import sys
+import threading
+
+from . import contain, import_jsonschema_lean
+
+
+def _preload() -> None:
+    """Import what every notebook imports; load what every notebook loads."""
+    import_jsonschema_lean()
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    # What a kernel imports as it starts: debugpy alone was 0.2 s of each start;
+    # IPython's debugger and completer, psutil, sqlite3 and tornado's loop 0.05 s.
+    import sqlite3  # noqa: F401
+
+    import ipykernel.debugger  # noqa: F401
+    import ipykernel.ipkernel  # noqa: F401
+    import ipykernel.kernelapp  # noqa: F401
+    import IPython.core.completerlib  # noqa: F401
+    import IPython.core.debugger  # noqa: F401
+    import IPython.extensions.storemagic  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401
+    import psutil  # noqa: F401
+    import tornado.platform.asyncio  # noqa: F401
+
+    from course import checks, models, viz  # noqa: F401
+    from course.checks import (  # noqa: F401
+        attention,
+        config,
+        heads,
+        layer,
+        oracles,
+        outputs,
+        pictures,
+        positions,
+        softmax,
+        split,
+        transformer,
+    )
+
+    models.load()
+    oracles.sample_qk()  # the oracle model and its neuron view, built once here
+    # What an nbgrader process forked from here needs: the app and the judge, the
+    # gradebook's mappers configured and nbformat's validators compiled (0.3 s of
+    # every task when each nbgrader did it for itself).
+    import nbgrader.api  # noqa: F401
+    import nbgrader.apps.nbgraderapp  # noqa: F401
+    from nbformat import v4, validator
+    from sqlalchemy.orm import configure_mappers
+
+    configure_mappers()
+    for relax in (False, True):
+        validator.get_validator(4, v4.nbformat_minor, relax_add_props=relax)
+
+    from course.grading import judge  # noqa: F401
+
+
+def _take_over(conn: socket.socket, request: dict, fds: list[int], last=None) -> None:
+    """In the forked child: the asker's streams, cwd and env; exit when the asker
+    goes (after calling ``last``, if given)."""
+    os.setsid()  # its own process group: killpg from student code reaches only it
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+
+    def exit_with_asker() -> None:
+        conn.recv(1)  # returns when the asker is gone, however it ended
+        if last is not None:
+            last()
+        os._exit(1)
+
+    threading.Thread(target=exit_with_asker, daemon=True).start()
+
+
+def _become_nbgrader(conn: socket.socket, request: dict, fds: list[int]) -> None:
+    """In the forked child: run ``nbgrader ARGV`` with everything already imported."""
+
+    def last() -> None:  # stopped from outside: its kernels, and all they started
+        contain.close_all()
+        os.killpg(0, signal.SIGKILL)
+
+    _take_over(conn, request, fds, last)
+    contain.join_task_box(request["env"])
+    from nbgrader.apps.nbgraderapp import NbGraderApp
+
+    code = 0
+    try:
+        NbGraderApp.launch_instance(argv=list(request["argv"]))
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    conn.sendall(f"{code}\n".encode())
+    os._exit(code)
+
+
+def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
+    """In the forked child: take the proxy's streams, cwd and env, run ipykernel."""
+    _take_over(conn, request, fds)
+    contain.enter_box(request["env"])
+    sys.path[0] = request["cwd"]
+    if request.get("memory"):
+        limit = int(request["memory"])
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    import numpy
+    import torch
+
+    torch.seed()  # fresh, unpredictable seeds, as a new process has
+    random.seed()
+    numpy.random.seed()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    from ipykernel.kernelapp import IPKernelApp
+
+    argv = list(request["argv"])
+    if os.environ.get("JPY_PARENT_PID"):  # read at import in a cold kernel
+        argv.append(f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}")
+    IPKernelApp.launch_instance(argv=argv)
+    os._exit(0)
+
+
+def serve(path: str) -> None:
+    """Preload, then fork a kernel or an nbgrader per request on socket ``path``."""
+    _preload()
+    signal.signal(signal.SIGCHLD, lambda *_: _reap())
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path + ".tmp")
+    os.rename(path + ".tmp", path)  # clients see the socket only once it listens
+    server.listen(64)
+    while True:
+        conn, _ = server.accept()
+        data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+        request = json.loads(data)
+        pid = os.fork()
+        if pid == 0:
+            server.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            if request.get("nbgrader"):
+                _become_nbgrader(conn, request, fds)
+            _become_kernel(conn, request, fds)
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(f"{pid}\n".encode())
+        conn.close()  # the child keeps its copy open until it exits
+
+
+def _reap() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
