@@ -130,8 +130,11 @@ def grade_submission(job: Job) -> Outcome:
 
 def _arguments(job: Job, root: Path, env: dict) -> list[str]:
     """``nbgrader autograde``'s arguments for one submission."""
-    argv = ["autograde", job.assignment, f"--student={job.student}", "--force"]
-    argv += [
+    argv = [
+        "autograde",
+        job.assignment,
+        f"--student={job.student}",
+        "--force",
         f"--CourseDirectory.root={root}",
         f"--CourseDirectory.db_url={job.db_url}",
         f"--Execute.timeout={job.cell_timeout}",

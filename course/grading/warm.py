@@ -4,15 +4,16 @@ torch, transformers and the course, and loaded the model.
 A fresh kernel spends about 4 s importing torch and transformers and loading the
 model before the first cell of a notebook does anything; for a class that is most of
 the grading time. ``python -m course grade`` therefore starts one *zygote*
-(:mod:`course.grading.zygote`) that pays that once, and registers a kernelspec ``course-warm`` whose
-command is this module's proxy (:func:`proxy`). When nbgrader starts a kernel, the
-proxy asks the zygote to fork a child that becomes the kernel (same connection file,
-cwd, environment, standard streams), forwards interrupts to it, and exits when it
-exits. The child exits when the proxy is killed. Each child is its own process, so
-nothing one student's code does reaches another's; what it inherits is what a fresh
-kernel would build itself (imports, the model), and it draws fresh random seeds
-(torch, numpy, random) as a new process does. A task's nbgrader is forked from it
-too (:func:`nbgrader`), by the worker itself: no interpreter starts for it.
+(:mod:`course.grading.zygote`) that pays that once, and registers a kernelspec
+``course-warm`` whose command is this module's proxy (:func:`proxy`). When nbgrader
+starts a kernel, the proxy asks the zygote to fork a child that becomes the kernel
+(same connection file, cwd, environment, standard streams), forwards interrupts to
+it, and exits when it exits. The child exits when the proxy is killed. Each child is
+its own process, so nothing one student's code does reaches another's; what it
+inherits is what a fresh kernel would build itself (imports, the model), and it
+draws fresh random seeds (torch, numpy, random) as a new process does. A task's
+nbgrader is forked from it too (:func:`nbgrader`), by the worker itself: no
+interpreter starts for it.
 
 Without a zygote (``COURSE_WARM_SOCKET`` unset or gone) the proxy simply becomes an
 ordinary ``ipykernel`` kernel.
