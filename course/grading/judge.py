@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import importlib
 import io
 import re
@@ -35,6 +36,7 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool
 
+from .. import models
 from ..checks import CheckFailed, evidence
 from ..i18n import say
 from .enames import DEAF, KERNEL_DIED, NOT_RUN, UNREPLAYABLE
@@ -158,6 +160,28 @@ def _kernel_error(cell: NotebookNode) -> NotebookNode | None:
     return None
 
 
+@contextlib.contextmanager
+def oracle_kept():
+    """The shared oracle model is as it was when the block ends.
+
+    Replay makes the grader's arguments show what the student's call did to the
+    kernel's (weights rebound, config changed). Where a check hands the student the
+    oracle model or a part of it, that change ends with the check: otherwise the
+    student's code would choose the oracles of every later check.
+    """
+    model = models.oracle_model()
+    tensors = {k: t.data for k, t in model.state_dict(keep_vars=True).items()}
+    config = copy.deepcopy(vars(model.config))
+    try:
+        yield
+    finally:
+        for key, t in model.state_dict(keep_vars=True).items():
+            if key in tensors:
+                t.data = tensors[key]
+        vars(model.config).clear()
+        vars(model.config).update(config)
+
+
 def verdict(cell: NotebookNode, modules: dict) -> tuple[list, str]:
     """``(outputs, log line)`` for one test cell, decided from its evidence."""
     printed = io.StringIO()
@@ -169,7 +193,8 @@ def verdict(cell: NotebookNode, modules: dict) -> tuple[list, str]:
     with evidence.replaying(_records(cell)), contextlib.redirect_stdout(printed):
         try:
             for fn, args, kwargs in calls:
-                fn(*args, **kwargs)
+                with oracle_kept():
+                    fn(*args, **kwargs)
         except CheckFailed as err:
             failed = error_output("CheckFailed", str(err))
         except evidence.Missing as err:

@@ -1,0 +1,62 @@
+"""The judge decides a test cell from its evidence, in the grader's own process."""
+
+import json
+
+import torch
+from nbformat import NotebookNode
+
+from course import models
+from course.checks import config as config_checks
+from course.checks import evidence
+from course.grading import judge
+
+
+def _recorded(check, fn, monkeypatch) -> list[dict]:
+    """The evidence a grading kernel publishes while ``check(fn)`` runs."""
+    out = []
+    monkeypatch.setenv(evidence.ENV, "1")
+    monkeypatch.setattr(
+        evidence, "_publish", lambda r: out.append(json.loads(json.dumps(r)))
+    )
+    check(fn)
+    monkeypatch.delenv(evidence.ENV)
+    return out
+
+
+def _test_cell(source: str, records: list[dict]) -> NotebookNode:
+    outputs = [
+        NotebookNode(output_type="display_data", data={evidence.MIME: r}, metadata={})
+        for r in records
+    ]
+    return NotebookNode(cell_type="code", source=source, outputs=outputs)
+
+
+def test_what_a_student_call_does_to_the_oracle_model_ends_with_the_check(
+    monkeypatch,
+):
+    """A query_linear that also zeroes a weight and changes the config of the model
+    it is given: replayed, the check still sees it, later checks do not."""
+    oracle = models.oracle_model()
+    value = oracle.encoder.layer[0].attention.self.value
+    heads = oracle.config.num_attention_heads
+
+    def query_linear(model, layer_index):
+        value = model.encoder.layer[0].attention.self.value
+        value.weight.data = torch.zeros_like(value.weight)
+        model.config.num_attention_heads = 1
+        return model.encoder.layer[layer_index].attention.self.query
+
+    kept = value.weight.data
+    records = _recorded(
+        config_checks.query_linear_first_layer, query_linear, monkeypatch
+    )
+    value.weight.data, oracle.config.num_attention_heads = kept, heads  # a new process
+    assert records and records[0]["effects"]  # the kernel saw the change
+
+    cell = _test_cell("check.query_linear_first_layer(query_linear)", records)
+    outputs, line = judge.verdict(cell, {"check": config_checks})
+
+    assert (outputs, line) == ([], "ok")
+    assert value.weight.data_ptr() == kept.data_ptr()
+    assert torch.equal(value.weight, kept)
+    assert oracle.config.num_attention_heads == heads
