@@ -240,14 +240,16 @@ def descendants(pid: int) -> set[int]:
 
 
 def close_box(env: dict, kernel_pid: int | None = None, seconds: float = 5) -> int:
-    """Kill every process in the box (and below ``kernel_pid``); remove the cgroup.
+    """Kill every process in the box (and below ``kernel_pid``); remove the cgroup
+    (a kernel's, inside a task's box, is left for the task's box to remove while
+    its killed processes still exit).
 
     Returns how many running processes were killed. Nothing is reaped here: a
     caller's own child keeps its exit status for the caller's ``wait``.
     """
     _open.pop(env.get(BOX_ENV, ""), None)
     killed, deadline = set(), time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    for pause in _pauses(deadline):
         found = members(env) | (descendants(kernel_pid) if kernel_pid else set())
         alive = {pid for pid in found - {os.getpid()} if running(pid)}
         if not alive:
@@ -258,27 +260,41 @@ def close_box(env: dict, kernel_pid: int | None = None, seconds: float = 5) -> i
                 killed.add(pid)
             except (ProcessLookupError, PermissionError):
                 pass
-        time.sleep(0.02)
+        time.sleep(pause)
     path = env.get(CGROUP_ENV)
     if path:
+        # A killed kernel takes ~30 ms to exit: no need to wait inside a task.
+        parent = os.environ.get(TASK_CGROUP_ENV)
+        nested = bool(parent) and Path(path).parent == Path(parent)
         inner = [folder for folder, _, _ in os.walk(path, topdown=False)]
         for folder in inner:  # the boxes inside first
-            _remove(folder, deadline + seconds)
+            _remove(folder, time.monotonic() if nested else deadline + seconds)
     return len(killed)
 
 
 def _remove(folder: str, deadline: float) -> None:
-    """Remove a cgroup once the processes killed in it have finished exiting."""
-    while True:
+    """Remove a cgroup once the processes killed in it have finished exiting (and,
+    under cgroup v1, been reaped: a task's nbgrader is a zombie for a moment)."""
+    for pause in _pauses(deadline):
         try:
             os.rmdir(folder)
             return
         except FileNotFoundError:
             return
         except OSError:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.05)
+            time.sleep(pause)
+
+
+def _pauses(deadline: float):
+    """Waits of 1 ms, doubling up to 50 ms, until ``deadline`` (at least one): what
+    is waited for usually takes a few ms, and a fixed 50 ms was a tenth of a small
+    task."""
+    pause = 0.001
+    while True:
+        yield pause
+        if time.monotonic() >= deadline:
+            return
+        pause = min(2 * pause, 0.05)
 
 
 def die_with_parent() -> None:
