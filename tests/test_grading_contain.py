@@ -38,6 +38,21 @@ def test_kernel_boxes_live_inside_the_task_box(monkeypatch):
     assert not Path(task[contain.CGROUP_ENV]).exists()
 
 
+def test_a_closed_kernel_box_goes_with_its_task_box(monkeypatch):
+    """Closing a kernel's box kills what runs in it and does not wait for it to be
+    gone (here a zombie nobody reaps yet); its folder goes with the task's box."""
+    task = contain.open_task_box()
+    monkeypatch.setenv(contain.TASK_CGROUP_ENV, task[contain.TASK_CGROUP_ENV])
+    kernel = contain.open_box(8)
+    proc = _sleeper(kernel)
+    time.sleep(0.2)
+    assert contain.close_box(kernel) == 1
+    assert proc.wait(timeout=5) == -9
+    assert contain.close_box(task) == 0
+    assert not Path(kernel[contain.CGROUP_ENV]).exists()
+    assert not Path(task[contain.CGROUP_ENV]).exists()
+
+
 def test_sweep_closes_boxes_of_dead_workers_only(monkeypatch):
     # A folder of its own: the Dask workers of tests running at the same time sweep
     # the machine's root, and would close this test's orphan before it does.
