@@ -60,7 +60,7 @@ def _preload() -> None:
     )
 
     models.load()
-    oracles.sample_qk()  # the oracle model and its neuron view, built once here
+    oracles.warm_up()  # the oracle model, its neuron view and its visible cases
     # What an nbgrader process forked from here needs: the app and the judge, the
     # gradebook's mappers configured and nbformat's validators compiled (0.3 s of
     # every task when each nbgrader did it for itself).
