@@ -9,7 +9,9 @@ in the test cell's outputs. :class:`JudgeEvidence` then, in nbgrader's own proce
 * runs those checks again here, with its own inputs and oracles, every call of
   student code answered from the recorded evidence;
 * replaces the test cell's outputs by its own verdict: nothing (full points) or
-  one ``CheckFailed`` line (0), the same sentence a student sees in Validate.
+  one ``CheckFailed`` line (0), the same sentence a student sees in Validate;
+* puts the oracle model back as it was after each check (:func:`oracle_kept`):
+  a recorded call that changed the model it was handed changes no later check.
 
 Nothing printed, raised or displayed by the kernel in a test cell survives, so a
 kernel that patches the checks, the comparisons or its own error display changes
