@@ -259,6 +259,7 @@ class Log:
 
     def __init__(self, records: list[dict]):
         self.records, self.pos = records, 0
+        self.changed: list[tuple] = []  # (object, attribute, value before)
 
     def next(self, name: str, args, kwargs):
         if self.pos >= len(self.records):
@@ -269,11 +270,22 @@ class Log:
             raise Missing(name)
         if record.get("rng"):
             torch.set_rng_state(_untensor(record["rng"]["__t"]))
-        _apply(record.get("effects") or {}, args)
+        _apply(record.get("effects") or {}, args, self.changed)
         outcome = record["outcome"]
         if outcome[0] == "value":
             return ["value", decode(outcome[1], args)]
         return [str(x) for x in outcome]
+
+    def undo(self) -> None:
+        """Put back, latest first, what the replayed effects changed in the
+        grader's objects: a check may hand the student a shared one (the oracle
+        model), and what the student's call did to it must end with that check."""
+        while self.changed:
+            obj, attr, before = self.changed.pop()
+            if before is _ABSENT:
+                delattr(obj, attr)
+            else:
+                setattr(obj, attr, before)
 
 
 _replay: Log | None = None
@@ -348,20 +360,29 @@ def _effects(args, before: list) -> dict:
     return out
 
 
-def _apply(effects: dict, args) -> None:
-    """Make the grader's arguments show what the student's call did to the kernel's."""
+_ABSENT = object()
+
+
+def _apply(effects: dict, args, changed: list) -> None:
+    """Make the grader's arguments show what the student's call did to the kernel's;
+    each change is noted in ``changed`` as ``(object, attribute, value before)``."""
+
+    def change(obj, attr: str, value) -> None:
+        changed.append((obj, attr, getattr(obj, attr, _ABSENT)))
+        setattr(obj, attr, value)
+
     for i, changes in effects.items():
         arg = args[int(i)]
         for key, value in changes.items():
             if key == "config":
                 for k, v in value.items():
                     if getattr(arg.config, k, None) != v and _plain(v):
-                        setattr(arg.config, k, v)
+                        change(arg.config, k, v)
                 continue
             new = _untensor(value["__t"])
             target = arg if key == "" else arg.state_dict(keep_vars=True).get(key)
             if isinstance(target, torch.Tensor):
-                target.data = new
+                change(target, "data", new)
 
 
 def record(name, args, kwargs, outcome, rng_before, marks) -> dict:

@@ -10,8 +10,9 @@ in the test cell's outputs. :class:`JudgeEvidence` then, in nbgrader's own proce
   student code answered from the recorded evidence;
 * replaces the test cell's outputs by its own verdict: nothing (full points) or
   one ``CheckFailed`` line (0), the same sentence a student sees in Validate;
-* puts the oracle model back as it was after each check (:func:`oracle_kept`):
-  a recorded call that changed the model it was handed changes no later check.
+* undoes, after each check, what the replayed calls did to the grader's objects
+  (:meth:`course.checks.evidence.Log.undo`): a recorded call that changed the
+  oracle model it was handed changes no later check.
 
 Nothing printed, raised or displayed by the kernel in a test cell survives, so a
 kernel that patches the checks, the comparisons or its own error display changes
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import copy
 import importlib
 import io
 import re
@@ -38,7 +38,6 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool
 
-from .. import models
 from ..checks import CheckFailed, evidence
 from ..i18n import say
 from .enames import DEAF, KERNEL_DIED, NOT_RUN, UNREPLAYABLE
@@ -162,28 +161,6 @@ def _kernel_error(cell: NotebookNode) -> NotebookNode | None:
     return None
 
 
-@contextlib.contextmanager
-def oracle_kept():
-    """The shared oracle model is as it was when the block ends.
-
-    Replay makes the grader's arguments show what the student's call did to the
-    kernel's (weights rebound, config changed). Where a check hands the student the
-    oracle model or a part of it, that change ends with the check: otherwise the
-    student's code would choose the oracles of every later check.
-    """
-    model = models.oracle_model()
-    tensors = {k: t.data for k, t in model.state_dict(keep_vars=True).items()}
-    config = copy.deepcopy(vars(model.config))
-    try:
-        yield
-    finally:
-        for key, t in model.state_dict(keep_vars=True).items():
-            if key in tensors:
-                t.data = tensors[key]
-        vars(model.config).clear()
-        vars(model.config).update(config)
-
-
 def verdict(cell: NotebookNode, modules: dict) -> tuple[list, str]:
     """``(outputs, log line)`` for one test cell, decided from its evidence."""
     printed = io.StringIO()
@@ -192,11 +169,13 @@ def verdict(cell: NotebookNode, modules: dict) -> tuple[list, str]:
     except (ValueError, SyntaxError, AttributeError) as err:
         return [error_output(UNREPLAYABLE, str(err))], f"cannot replay: {err}"
     failed = None
-    with evidence.replaying(_records(cell)), contextlib.redirect_stdout(printed):
+    with evidence.replaying(_records(cell)) as log, contextlib.redirect_stdout(printed):
         try:
             for fn, args, kwargs in calls:
-                with oracle_kept():
+                try:
                     fn(*args, **kwargs)
+                finally:
+                    log.undo()  # what the student's calls changed ends with the check
         except CheckFailed as err:
             failed = error_output("CheckFailed", str(err))
         except evidence.Missing as err:
