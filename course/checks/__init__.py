@@ -382,14 +382,20 @@ def random_batch(rng, vocab: int = 100, token_types: bool = False):
 
 
 def random_tiny_bert(rng, heads=(1, 2, 3, 4)):
-    """A tiny BERT of random size drawn from ``rng`` (1-3 layers, head size 2-8)."""
+    """A tiny BERT of random size drawn from ``rng`` (1-3 layers, head size 2-8).
+
+    Its hidden size is at least 4: LayerNorm over 2 numbers keeps only which one is
+    larger, and that would hide most mistakes made before it.
+    """
     from .. import models
 
+    seed, num_layers = rng.randint(0, 999), rng.randint(1, 3)
+    num_heads = rng.choice(heads)
     return models.tiny_bert(
-        seed=rng.randint(0, 999),
-        num_layers=rng.randint(1, 3),
-        num_heads=rng.choice(heads),
-        head_size=rng.choice([2, 4, 8]),
+        seed=seed,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        head_size=rng.choice([2, 4, 8] if num_heads > 1 else [4, 8]),
     )
 
 

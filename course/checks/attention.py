@@ -186,12 +186,14 @@ def extended_mask_values(fn) -> None:
 
 
 def extended_mask_random(fn, seed: int) -> None:
-    """Random masks and dtypes."""
+    """Random masks and dtypes, each with a token and a padding position."""
     gen = torch.Generator().manual_seed(seed)
     for dtype in (torch.float32, torch.float64, torch.float32):
         B, T = torch.randint(1, 5, (2,), generator=gen).tolist()
         mask = (torch.rand(B, T + 1, generator=gen) > 0.4).long()
         mask[:, 0] = 1
+        pad = torch.randint(1, T + 1, (1,), generator=gen)
+        mask[torch.randint(0, B, (1,), generator=gen), pad] = 0
         _expect_ext(fn, mask, dtype)
 
 

@@ -154,13 +154,20 @@ def chunked_attention_memory(fn) -> None:
 
 
 def chunked_attention_random(fn, seed: int) -> None:
-    """Random shapes, chunk sizes (1 to more than Tk), masks and dtypes."""
+    """Random shapes, chunk sizes (1 to more than Tk), masks and dtypes.
+
+    The first case always splits the keys into several blocks and has no mask, so
+    that blocks normalised on their own are caught whatever the seed.
+    """
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
-    for _ in range(5):
+    for case in range(5):
+        split = case == 0
         batch = tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
-        Tq, Tk, d = rng.randint(1, 9), rng.randint(1, 20), rng.choice([2, 4, 8])
+        Tq, Tk, d = rng.randint(1, 9), rng.randint(1 + split, 20), rng.choice([2, 4, 8])
+        chunk = rng.randint(1, Tk - 1 if split else Tk + 3)
         dtype = rng.choice([torch.float32, torch.float64])
         Q, K, V = _qkv(gen, batch, Tq, Tk, d, dtype)
-        mask = _mask(gen, batch, Tq, Tk) if rng.random() < 0.5 else None
-        _expect_values(fn, Q, K, V, rng.randint(1, Tk + 3), mask)
+        masked = not split and rng.random() < 0.5
+        mask = _mask(gen, batch, Tq, Tk) if masked else None
+        _expect_values(fn, Q, K, V, chunk, mask)

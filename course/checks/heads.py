@@ -38,15 +38,16 @@ def _head_truth(linear, head, d):
 
 
 def _random_linears(seed: int, n: int = 4):
+    """``n`` random ``(Linear(H*d, H*d), H, d, head)``; the first head is not 0."""
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
-    for _ in range(n):
+    for i in range(n):
         H, d = rng.choice([2, 3, 4, 6]), rng.choice([2, 5, 8])
         lin = torch.nn.Linear(H * d, H * d)
         with torch.no_grad():
             lin.weight.copy_(torch.randn(H * d, H * d, generator=gen))
             lin.bias.copy_(torch.randn(H * d, generator=gen))
-        yield lin, H, d, rng.randrange(H)
+        yield lin, H, d, rng.randrange(1 if i == 0 else 0, H)  # 0 hides an offset
 
 
 def _course_query(layer: int = 0):
