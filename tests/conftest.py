@@ -2,8 +2,24 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 # Two test workers share two cores: one torch thread each. Two pools of OpenMP
 # threads spinning on the same cores made the in-process checks up to 15x slower.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session")
+def bert_base_sized(tmp_path_factory):
+    """A random BERT of bert-base's shape (12 layers, 12 heads, 768 = 12 x 64) saved
+    with the course tokenizer: what ``COURSE_MODEL`` may point at, offline."""
+    from transformers import BertConfig, BertModel
+
+    from course import models
+
+    path = tmp_path_factory.mktemp("bert-base-sized")
+    BertModel(BertConfig()).save_pretrained(path)
+    models.load_tokenizer().save_pretrained(path)
+    return path

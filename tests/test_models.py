@@ -80,20 +80,17 @@ def test_tiny_bert_is_seeded_and_has_nonzero_biases():
     )
 
 
+@pytest.mark.xdist_group("bert_base")  # one worker saves the 440 MB model
 def test_neuron_view_on_a_bert_base_sized_model_saved_without_vocab_txt(
-    monkeypatch, tmp_path
+    monkeypatch, bert_base_sized
 ):
     """COURSE_MODEL at a bert-base-sized BERT (random weights) saved with the course
     tokenizer, which writes tokenizer.json but no vocab.txt: the neuron view still
     gets a tokenizer, and its queries/keys are bert-base's shapes."""
-    from transformers import BertConfig, BertModel
-
     from course import viz
 
-    BertModel(BertConfig()).save_pretrained(tmp_path)
-    models.load_tokenizer().save_pretrained(tmp_path)
-    assert not (tmp_path / "vocab.txt").exists()
-    monkeypatch.setenv(models.ENV_VAR, str(tmp_path))
+    assert not (bert_base_sized / "vocab.txt").exists()
+    monkeypatch.setenv(models.ENV_VAR, str(bert_base_sized))
     nv_model, nv_tokenizer = models.neuron_view_model()
     assert nv_tokenizer is not None
     assert nv_tokenizer.tokenize(SAMPLE_TEXT) == models.load_tokenizer().tokenize(

@@ -10,9 +10,10 @@
 
 import json
 
+import nbformat
 import pytest
 
-from course import authoring, grading, i18n
+from course import authoring, grading, i18n, models
 
 ASSIGNMENTS = grading.assignments()
 
@@ -123,6 +124,38 @@ def test_source_runs_and_passes_every_test(assignment):
         grading.notebook_path(grading.ROOT, "source", assignment)
     )
     assert failures == []
+
+
+# Appended as a test cell: the kernel did load the model COURSE_MODEL names.
+_BERT_BASE_SHAPE = """from course import models
+config = models.load_model().config
+assert (config.hidden_size, config.num_attention_heads) == (768, 12), config
+"""
+
+
+@pytest.mark.xdist_group("bert_base")  # one worker saves the 440 MB model
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_source_runs_on_a_bert_base_sized_model(
+    assignment, bert_base_sized, monkeypatch, tmp_path
+):
+    """COURSE_MODEL may be bert-base: every notebook, reference answers and every
+    visible and hidden test, runs and passes on its shapes (768 = 12 x 64)."""
+    source = grading.notebook_path(grading.ROOT, "source", assignment)
+    nb = nbformat.read(source, as_version=4)
+    cell = nbformat.v4.new_code_cell(_BERT_BASE_SHAPE)
+    cell.metadata["nbgrader"] = {
+        "grade": True,
+        "grade_id": "bert_base_shape",
+        "points": 1,
+        "locked": True,
+        "solution": False,
+        "schema_version": 3,
+    }
+    nb.cells.append(cell)
+    path = tmp_path / source.name
+    nbformat.write(nb, path)
+    monkeypatch.setenv(models.ENV_VAR, str(bert_base_sized))
+    assert grading.validate(path) == []
 
 
 @pytest.mark.parametrize("lang", list(i18n.EDITIONS))
