@@ -152,6 +152,19 @@ def autograde(root: Path, assignment: str, subs: dict) -> tuple[dict, dict]:
     return scores, messages
 
 
+def drawn_seeds(root: Path, assignment: str, student: str) -> dict[str, str]:
+    """``{test cell: "seed=N, ..."}``: the seeds the grader drew for the student's
+    hidden tests (kept in the autograded notebook), to rerun a verdict by hand."""
+    nb = json.loads(
+        grading.notebook_path(root, "autograded", assignment, student).read_text()
+    )
+    return {
+        cell["metadata"]["nbgrader"]["grade_id"]: ", ".join(seeds)
+        for cell in nb["cells"]
+        if (seeds := re.findall(r"\bseed=\d+", "".join(cell["source"])))
+    }
+
+
 def graded_cells(scores: dict) -> list[str]:
     """Ids of the autograded test cells (those with points that are not tasks)."""
     return [cell for cell in scores if cell.startswith("test_")]

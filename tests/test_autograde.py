@@ -9,7 +9,13 @@ names, with its message there.
 import json
 
 import pytest
-from harness import autograde, fixture_module, graded_cells, submissions
+from harness import (
+    autograde,
+    drawn_seeds,
+    fixture_module,
+    graded_cells,
+    submissions,
+)
 
 from course import grading
 
@@ -22,21 +28,22 @@ def _has_fixtures(assignment: str) -> bool:
     return True
 
 
-def _problems(student, cells, scores, messages, expected):
+def _problems(student, cells, scores, messages, expected, seeds):
     for cell in cells:
         score, max_score = scores[cell]
         message = messages.get(cell, "")
+        drawn = f" [{seeds[cell]}]" if cell in seeds else ""  # to rerun it by hand
         if expected is None:  # the untouched release
             if score != 0 or not message.startswith("CheckFailed"):
-                yield f"blank/{cell}: {score}/{max_score} {message[:200]!r}"
+                yield f"blank/{cell}{drawn}: {score}/{max_score} {message[:200]!r}"
         elif cell in expected:
             if score != 0 or expected[cell] not in message:
                 yield (
-                    f"{student}/{cell}: want 0 and {expected[cell]!r}, "
+                    f"{student}/{cell}{drawn}: want 0 and {expected[cell]!r}, "
                     f"got {score}/{max_score} {message[:300]!r}"
                 )
         elif score != max_score:
-            yield f"{student}/{cell}: lost points: {message[:300]!r}"
+            yield f"{student}/{cell}{drawn}: lost points: {message[:300]!r}"
 
 
 GRADED = [a for a in grading.assignments() if _has_fixtures(a)]
@@ -56,7 +63,12 @@ def test_fixture_submissions_land_where_they_should(assignment, tmp_path):
         line
         for student, (_, expected) in subs.items()
         for line in _problems(
-            student, cells, scores[student], messages[student], expected
+            student,
+            cells,
+            scores[student],
+            messages[student],
+            expected,
+            drawn_seeds(root, assignment, student),
         )
     ]
     assert not problems, "\n".join(problems)
