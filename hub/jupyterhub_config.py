@@ -12,6 +12,8 @@ Who is who (environment variables, read when the hub starts):
 * ``COURSE_LANG``: the class's language, ``en`` (default) or ``zh``: verdicts in
   every server, and JupyterLab's menus (the zh-CN language pack). A Chinese class
   also sets ``COURSE_ROOT`` to the Chinese edition, ``zh/``.
+* ``OMP_NUM_THREADS``: torch threads per kernel (default 1: the class shares the
+  machine's cores).
 
 Logging in: JupyterHub's default, PAM, so each student is an account of this
 machine, and nbgrader's exchange knows a submission by its Unix owner. A university
@@ -83,6 +85,10 @@ def course_roles(spawner) -> None:
             "JUPYTER_PATH": TEMPLATES,  # nbconvert's MathJax from the server, not a CDN
             "COURSE_EXCHANGE": EXCHANGE,
             "COURSE_LANG": LANG,  # the checks' verdicts
+            # One torch thread per kernel: a class shares the cores, and torch's
+            # thread pools in several busy kernels spin against each other (two
+            # kernels on two cores ran the checks up to 14x slower).
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
             "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
         }
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -194,6 +195,22 @@ def _ana_fetches_answers_validates_submits(room: Classroom, page) -> dict:
             "instructor_tools": [tools] if tools else []}  # fmt: skip
 
 
+def _server_environment(user: str) -> dict[str, str]:
+    """The environment of the user's running single-user server, from /proc."""
+    uid = pwd.getpwnam(user).pw_uid
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if proc.stat().st_uid != uid:
+                continue
+            if b"jupyterhub-singleuser" not in (proc / "cmdline").read_bytes():
+                continue
+            pairs = (proc / "environ").read_bytes().decode().split("\0")
+        except OSError:  # it ended meanwhile
+            continue
+        return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
+    return {}
+
+
 def _teacher_opens_flagged(room: Classroom, page) -> str:
     """Formgrader's page of Cy's flagged submission, as the instructor sees it."""
     from nbgrader.api import Gradebook
@@ -276,6 +293,7 @@ def test_release_submit_grade_feedback(classroom):
     others.start()
     with browser() as (ctx, blocked):
         seen = _ana_fetches_answers_validates_submits(room, ctx.new_page())
+    ana_env = _server_environment(ANA)
     others.join()
     steps["submitted"] = time.monotonic() - started
 
@@ -315,6 +333,8 @@ def test_release_submit_grade_feedback(classroom):
     assert seen["instructor_tools"] == [], seen
     assert "Success" in seen["verdict"] or "passes" in seen["verdict"], seen
     assert blocked == blocked_too == blocked_three == []
+    # Her server (and so her kernels) uses one torch thread: the class shares cores.
+    assert ana_env.get("OMP_NUM_THREADS") == "1", sorted(ana_env)
     # Scores: Ana's right answers, Ben's latest (late) one, Cy's loop interrupted.
     tests = {k: v for k, v in scores[A01][ANA].items() if k.startswith("test_")}
     assert tests and all(s == m for s, m in tests.values()), scores[A01][ANA]
