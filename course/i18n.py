@@ -92,9 +92,21 @@ def _verdicts() -> gettext.GNUTranslations | None:
 
 def configure(c, lang: str) -> None:
     """nbgrader settings of one edition (in its ``nbgrader_config.py``): its course
-    id, and its language for nbgrader's own process and every kernel it starts."""
+    id, its language for nbgrader's own process and every kernel it starts, and
+    feedback pages whose labels (Score, Comments, ...) speak it too."""
     c.CourseDirectory.course_id = COURSE_IDS[lang]
     os.environ["COURSE_LANG"] = lang
+    if lang == "en":
+        return
+    from .grading.feedback import feedback_template
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    try:
+        folder = feedback_template(cache / "attention-by-hand")
+    except (OSError, ValueError):  # no writable cache, or an nbgrader whose
+        return  # template moved a label: its English labels, never a failed command
+    c.HTMLExporter.template_name = folder.name
+    c.HTMLExporter.extra_template_basedirs = [str(folder.parent)]
 
 
 def edition_root(root: Path, lang: str) -> Path:

@@ -233,6 +233,17 @@ def test_both_editions_grade_a_submission_alike(tmp_path, monkeypatch):
         assert CHINESE.search(zh_said["zh"][cell]), zh_said["zh"][cell]
         assert not CHINESE.search(en_said["zh_notebook"][cell]), cell
         assert not CHINESE.search(en_said["en"][cell]), cell
+    # Feedback pages: nbgrader's labels in each course's language too.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the zh template
+    pages = {}
+    for lang, student in (("en", "en"), ("zh", "zh")):
+        grading.nbgrader("generate_feedback", assignment, "--force", root=courses[lang])
+        html = courses[lang] / "feedback" / student / assignment / f"{assignment}.html"
+        pages[lang] = html.read_text()
+    assert "Score: " in pages["en"] and "得分" not in pages["en"]
+    assert "得分: " in pages["zh"] and "测试单元格" in pages["zh"]
+    for english in ("Score: ", "Test cell", "Student's answer", "(Top)"):
+        assert english not in pages["zh"], english
     # The Chinese course's class report: Chinese text, plots with a CJK font.
     from course.grading import report
 
