@@ -164,10 +164,11 @@ def cmd_feedback(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """Write the class report (CSV, PNG plots, HTML)."""
+    """Write the class report (CSV, PNG plots, HTML) in the course's language."""
     from .grading import report
 
     root = Path(args.root).resolve()
+    os.environ["COURSE_LANG"] = i18n.course_language(root)
     names = args.assignments or grading.assignments(root)
     page = report.build(root, names, root / "reports", args.db)
     print(f"report: {page}")

@@ -114,6 +114,19 @@ def edition_root(root: Path, lang: str) -> Path:
     return (Path(root) / EDITIONS[lang]).resolve()
 
 
+def course_language(root: Path) -> str:
+    """The language of the nbgrader course in ``root``, from the course id its
+    ``nbgrader_config.py`` sets (:func:`configure`); else the language now spoken."""
+    from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
+
+    try:
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    except ConfigFileNotFound:
+        return language()
+    course_id = config.CourseDirectory.get("course_id")
+    return {v: k for k, v in COURSE_IDS.items()}.get(course_id, language())
+
+
 def available(root: Path, lang: str) -> str:
     """``lang`` if the course folder ``root`` has its edition, else English (a
     course copy may lack ``zh/``)."""

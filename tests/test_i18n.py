@@ -254,6 +254,12 @@ def test_both_editions_grade_a_submission_alike(tmp_path, monkeypatch):
     text = page.read_text()
     verdict = zh_said["zh"][graded_cells(dict.fromkeys(lost))[0]]
     assert "班级报告" in text and verdict.split(": ", 1)[1][:20] in text
+    # `course report --root`: each course's language, whatever COURSE_LANG says.
+    for lang, title in (("zh", "班级报告"), ("en", "Class report")):
+        env = {**os.environ, "COURSE_LANG": "en" if lang == "zh" else "zh"}
+        cmd = [sys.executable, "-m", "course", "report", assignment]
+        subprocess.run([*cmd, f"--root={courses[lang]}"], env=env, check=True)
+        assert title in (courses[lang] / "reports" / "report.html").read_text()
 
 
 @pytest.fixture
