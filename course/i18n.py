@@ -100,11 +100,12 @@ def configure(c, lang: str) -> None:
         return
     from .grading.feedback import feedback_template
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    try:
+    try:  # no home or no writable cache, or an nbgrader whose template moved a
+        # label: nbgrader's English labels, never a failed command
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         folder = feedback_template(cache / "attention-by-hand")
-    except (OSError, ValueError):  # no writable cache, or an nbgrader whose
-        return  # template moved a label: its English labels, never a failed command
+    except (OSError, RuntimeError, ValueError):
+        return
     c.HTMLExporter.template_name = folder.name
     c.HTMLExporter.extra_template_basedirs = [str(folder.parent)]
 

@@ -324,6 +324,30 @@ def test_the_glossary_is_what_the_notebooks_say():
     assert len(terms) >= 8 and [t for t in terms if t not in text] == []
 
 
+def test_feedback_labels_follow_the_edition_unless_no_cache_is_writable(
+    monkeypatch, tmp_path
+):
+    """The Chinese edition's feedback template is written to the cache; where it
+    cannot be, nbgrader keeps its own (English) one and the command still runs."""
+    from traitlets.config import Config
+
+    monkeypatch.setenv("COURSE_LANG", "en")  # configure sets it
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    zh, en = Config(), Config()
+    i18n.configure(zh, "zh")
+    i18n.configure(en, "en")
+    assert zh.HTMLExporter.template_name == "feedback_zh"
+    assert (tmp_path / "cache" / "attention-by-hand" / "feedback_zh").is_dir()
+    assert "template_name" not in en.HTMLExporter
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # no folder can be made in it
+    stuck = Config()
+    i18n.configure(stuck, "zh")
+    assert stuck.CourseDirectory.course_id == i18n.COURSE_IDS["zh"]
+    assert "template_name" not in stuck.HTMLExporter
+
+
 def test_the_chinese_edition_is_an_nbgrader_course_of_its_own(monkeypatch):
     """Its own course id and root, the English grading steps, and Chinese for
     nbgrader and its kernels."""
