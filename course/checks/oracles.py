@@ -114,9 +114,9 @@ def random_cases(seed: int, n: int = 3, heads=(1, 2, 3, 4)):
     mixed up when merged give the right numbers.
     """
     rng = random.Random(seed)
+    several = tuple(h for h in heads if h > 1) or heads
     for i in range(n):
-        several = tuple(h for h in heads if h > 1)
-        model = random_tiny_bert(rng, several if i == 0 and several else heads)
+        model = random_tiny_bert(rng, several if i == 0 else heads)
         ids, _, mask = random_batch(rng)
         yield Case(model, rng.randrange(model.config.num_hidden_layers), ids, mask)
 
