@@ -63,14 +63,26 @@ def say(message: str, /, **fields) -> str:
     """``message`` in the course's language, its ``{fields}`` filled in.
 
     A field that is itself a catalog sentence (the name of what was compared, a
-    misconception) is translated too. Unknown languages speak English.
+    misconception) is translated too; any other field (empty, a name, a number,
+    a student's error message) is passed through as it is. Unknown languages
+    speak English.
     """
     table = _verdicts()
     if table is not None:
         message = table.gettext(message)
-        fields = {k: table.gettext(v) if isinstance(v, str) else v
-                  for k, v in fields.items()}  # fmt: skip
+        fields = {k: _field(table, v) for k, v in fields.items()}
     return message.format(**fields) if fields else message
+
+
+def _field(table: gettext.GNUTranslations, value):
+    """``value`` translated if it is a sentence of the catalog, else as it is.
+
+    ``gettext("")`` is the catalog's header, never a translation: an empty field
+    stays empty.
+    """
+    if not isinstance(value, str) or not value.strip():
+        return value
+    return table.gettext(value)
 
 
 _TABLES: dict[str, gettext.GNUTranslations] = {}

@@ -176,6 +176,26 @@ def test_no_verdict_is_written_outside_the_catalog():
     assert found == []
 
 
+def test_an_empty_field_stays_empty_in_chinese(monkeypatch):
+    """``gettext("")`` is the catalog's header: an empty field (no ``{where}``, no
+    ``{hint}`` when a student's code raises) must not become it, and a field that
+    is no catalog sentence (a student's error) is passed through as it is."""
+    from course import checks
+
+    def raises():
+        raise ValueError("Project-free words of the student's own")
+
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    said = i18n.say("{name} is wrong: {mistakes}", name="", mistakes="")
+    assert "Project-Id-Version" not in said and CHINESE.search(said)
+    assert i18n.say("{a}{b}", a="", b=" ") == " "
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.call(raises, name="f")
+    assert "Project-Id-Version" not in str(err.value), str(err.value)
+    assert "Project-free words of the student's own" in str(err.value)
+    assert CHINESE.search(str(err.value))
+
+
 def test_a_verdict_speaks_the_language_asked_for(monkeypatch):
     """The same failure, in each language, with the same numbers in it."""
     import torch
