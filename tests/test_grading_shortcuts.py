@@ -1,6 +1,7 @@
 """course.grading.shortcuts: what the grader reads in the answers, out of the kernel."""
 
 import json
+import re
 
 import nbformat
 import pytest
@@ -108,3 +109,39 @@ def test_no_false_verdicts_on_the_course_answers(assignment):
         nb = _notebook(assignment, {mutant.cell: mutant.code})
         extra = set(shortcut_verdicts(nb)) - set(mutant.fails)
         assert not extra, (mutant.name, extra)
+
+
+ENGLISH_VERBS = re.compile(r"\b(uses|calls|changes|runs|imports|looks|passes)\b")
+
+
+@pytest.mark.parametrize(
+    "answers, extra",
+    [
+        ({"softmax": SOFTMAX_ROUTES["special"]}, None),
+        ({"softmax": SOFTMAX_ROUTES["private"]}, None),
+        ({}, STATE_ROUTES["shell"]),
+        ({}, STATE_ROUTES["importlib"]),
+        ({}, STATE_ROUTES["frame"]),
+        ({}, "from torch import _C"),
+        ({}, STATE_ROUTES["module_alias"]),
+    ],
+)
+def test_verdicts_speak_the_course_language(monkeypatch, answers, extra):
+    """The same shortcut in English and in Chinese: whole sentences of the
+    catalog, never an English verb inside a Chinese sentence."""
+    said = {}
+    for lang in ("en", "zh"):
+        monkeypatch.setenv("COURSE_LANG", lang)
+        verdicts = shortcut_verdicts(_notebook(A, answers, extra))
+        said[lang] = [m for _, m in verdicts.values()]
+    assert said["en"] and all(ENGLISH_VERBS.search(m) for m in said["en"])
+    for message in said["zh"]:
+        assert re.search(r"[\u4e00-\u9fff]", message), message
+        assert not ENGLISH_VERBS.search(message), message
+
+
+def test_a_lesson_verdict_keeps_its_english_wording():
+    message = shortcut_verdicts(_notebook(A, {"softmax": SOFTMAX_ROUTES["special"]}))
+    assert message["test_softmax_rows"][1].startswith(
+        "`softmax` uses `torch.special.softmax`. Write softmax by hand"
+    )

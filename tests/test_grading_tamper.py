@@ -1,6 +1,7 @@
 """course.grading.tamper: which constructs the static scan flags, and which it must not."""
 
 import json
+import re
 
 import pytest
 from harness import fixture_module, reference_answers
@@ -96,3 +97,15 @@ def test_no_answer_of_the_course_is_flagged(assignment):
     imported, protected = imported_names(code), imported_names(given)
     flagged = {a: scan(a, imported, protected) for a in answers}
     assert not {a: f for a, f in flagged.items() if f}
+
+
+@pytest.mark.parametrize("source", sorted(FLAGGED))
+def test_flags_tampering_in_chinese(monkeypatch, source):
+    """What the scan says is a catalog sentence: Chinese in the Chinese edition,
+    with the name of what was done left as it is."""
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    found = scan(source, IMPORTED, PROTECTED)
+    assert found
+    for _, what in found:
+        assert re.search(r"[\u4e00-\u9fff]", what), what
+        assert not re.search(r"\b(uses|calls|changes|imports|defines)\b", what)

@@ -124,14 +124,19 @@ def test_every_verdict_has_a_chinese_translation():
     assert i18n.compile_catalog(catalog) == path.with_suffix(".mo").read_bytes()
 
 
-def _prose_outside_the_catalog(path: Path) -> list[str]:
+def _prose_outside_the_catalog(path: Path, fstrings: bool = False) -> list[str]:
     """String literals with words in ``path`` that no ``say``/``fail``/``N_`` marks
-    (docstrings and torch's own English error fragments aside)."""
+    (docstrings, regular expressions and torch's own English error fragments
+    aside). With ``fstrings``, an f-string with any word counts: one word around
+    a field (``f"imports {name}"``) is a sentence a translator never sees."""
     tree = ast.parse(path.read_text())
     marked, docs = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") in MARKS:
             marked |= {id(n) for a in node.args[:1] for n in ast.walk(a)}
+        if isinstance(node, ast.Call) and getattr(node.func, "value", None):
+            if getattr(node.func.value, "id", "") == "re":  # a pattern
+                marked |= {id(n) for a in node.args[:1] for n in ast.walk(a)}
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
             docs.add(id(body[0].value))
@@ -140,14 +145,17 @@ def _prose_outside_the_catalog(path: Path) -> list[str]:
         if id(node) in marked | docs:
             continue
         text = node.value if isinstance(node, ast.Constant) else None
+        prose = PROSE
         if isinstance(node, ast.JoinedStr):
             marked |= {id(n) for n in ast.walk(node)}
             text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            prose = WORD if fstrings else PROSE
         if (
             isinstance(text, str)
-            and PROSE.search(text)
+            and prose.search(text)
             and text not in ENGLISH_KEYS
             and not CODE.fullmatch(text)
+            and not DOTTED.fullmatch(text)
         ):
             found.append(f"{path.name}:{node.lineno}: {text[:60]}")
     return found
@@ -155,16 +163,34 @@ def _prose_outside_the_catalog(path: Path) -> list[str]:
 
 MARKS = {"say", "fail", "N_"}
 CODE = re.compile(r"[\w.]+\(.*\)")  # a call, e.g. the name of what is checked
+DOTTED = re.compile(r"\w+(\.\w+)+")  # a module, e.g. torch.utils.cpp_extension
 PROSE = re.compile(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}")
+WORD = re.compile(r"(?<![\w.])[A-Za-z]{3,}(?![\w.(])")  # a word, not a name
 ENGLISH_KEYS = {  # matched against torch's messages, which are English
     "view size is not compatible",
     "must match the size of tensor b",
     "cannot be multiplied",
 }
+#: Modules of course/grading that write no sentence a student reads (each covered
+#: module's f-strings count too: there a verdict is often a verb and a name).
+NOT_STUDENT_FACING = {
+    "__init__.py": "nbgrader's command lines and config",
+    "batch.py": "the grade command's report to the instructor",
+    "contain.py": "the sandbox: paths and logs",
+    "engine.py": "the sandbox: command lines and logs",
+    "execute.py": "the sandbox: trait help and logs (left to the sandbox work)",
+    "feedback.py": "nbgrader's template labels, matched to be translated",
+    "gradebook.py": "instructor commands' errors",
+    "judge.py": "trait help and patterns",
+    "report.py": "the instructor's report: HTML and font names",
+    "warm.py": "the sandbox: module names",
+    "zygote.py": "the sandbox: command lines",
+}
 
 
 def test_no_verdict_is_written_outside_the_catalog():
-    """A sentence added to a check without ``say``/``fail`` would speak English
+    """A sentence added to a check, or to the grader's reading of answers
+    (shortcuts, tampering), without ``say``/``fail``/``N_`` would speak English
     only: none is. (A template with fields, not an f-string, is what is marked.)"""
     checks = Path(i18n.HERE) / "checks"
     found = [
@@ -172,6 +198,12 @@ def test_no_verdict_is_written_outside_the_catalog():
         for path in sorted(checks.glob("*.py"))
         if path.name != "evidence.py"  # the record format, not verdicts
         for line in _prose_outside_the_catalog(path)
+    ]
+    grading = sorted((Path(i18n.HERE) / "grading").glob("*.py"))
+    covered = [p for p in grading if p.name not in NOT_STUDENT_FACING]
+    assert {"shortcuts.py", "tamper.py"} <= {p.name for p in covered}
+    found += [
+        line for path in covered for line in _prose_outside_the_catalog(path, True)
     ]
     assert found == []
 

@@ -34,7 +34,7 @@ from ..checks import (
     softmax,
     transformer,
 )
-from ..i18n import say
+from ..i18n import N_, say
 from .enames import SHORTCUT, TAMPERED
 
 MODULES = {"torch", "math", "numpy", "random", "matplotlib", "collections"}
@@ -62,6 +62,7 @@ FUSED |= {"MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"}
 FUSED |= {"Transformer", "TransformerDecoderLayer", "flash_attention"}
 LAYER = ("1", "1.attention", "1.attention.self", "1.attention.output")
 LAYER += ("1.intermediate", "1.output")
+USES = N_("uses `{text}`. {lesson}")  # a name the exercise's lesson turns off
 
 #: What softmax by hand may use: arithmetic, reductions, shapes and dtypes. Anything
 #: else (softmax under any name, fused attention, torch.distributions, ...) is out.
@@ -202,7 +203,13 @@ class _Reader(ast.NodeVisitor):
         if isinstance(func, ast.Attribute) and func.attr in ("forward", "__call__"):
             func = func.value
         if self._module_of(func) in self.whole:
-            self.found.append(f"calls `{ast.unparse(node.func)}` whole. {self.lesson}")
+            self.found.append(
+                say(
+                    "calls `{call}` whole. {lesson}",
+                    call=ast.unparse(node.func),
+                    lesson=self.lesson,
+                )
+            )
         if _name(node.func) == "getattr" and len(node.args) > 1:
             name = node.args[1]
             if isinstance(name, ast.Constant) and isinstance(name.value, str):
@@ -222,7 +229,7 @@ class _Reader(ast.NodeVisitor):
 
     def _attribute(self, attr: str, text: str) -> None:
         if attr in self.banned:
-            self.found.append(f"uses `{text}`. {self.lesson}")
+            self.found.append(say(USES, text=text, lesson=self.lesson))
         elif self.allowed is not None and attr not in self.allowed:
             self.found.append(
                 say(
@@ -242,7 +249,7 @@ class _Reader(ast.NodeVisitor):
                 )
             )
         elif dotted.split(".")[-1] in self.banned:
-            self.found.append(f"uses `{dotted}`. {self.lesson}")
+            self.found.append(say(USES, text=dotted, lesson=self.lesson))
 
 
 class _StateReader(ast.NodeVisitor):
@@ -257,7 +264,9 @@ class _StateReader(ast.NodeVisitor):
     def _store(self, target: ast.AST) -> None:
         chain = _chain(target)
         if chain and chain[0] in self.names and len(chain) > 1:
-            self.found.append(f"changes `{ast.unparse(target)}`, a module's name")
+            self.found.append(
+                say("changes `{name}`, a module's name", name=ast.unparse(target))
+            )
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -291,9 +300,9 @@ class _StateReader(ast.NodeVisitor):
         if name == "getattr" and id(node) not in self.called:
             self.found.append(say("passes getattr around as a value"))
         elif name == "__shell__":
-            self.found.append("runs a shell command (!)")
+            self.found.append(say("runs a shell command (!)"))
         elif name in ("get_ipython", "__builtins__", "__import__", "__loader__"):
-            self.found.append(f"uses `{name}`")
+            self.found.append(say("uses `{name}`", name=name))
         elif (
             name not in self.own
             and name not in self.names
@@ -301,7 +310,7 @@ class _StateReader(ast.NodeVisitor):
             and name not in BUILTINS
             and not name.endswith(("Error", "Exception", "Warning"))
         ):
-            self.found.append(f"uses `{name}`")
+            self.found.append(say("uses `{name}`", name=name))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr, chain = node.attr, _chain(node)
@@ -309,9 +318,11 @@ class _StateReader(ast.NodeVisitor):
         root = self.names.get(chain[0], "") if chain else ""
         private = attr.startswith("_") and not dunder
         if (dunder and attr not in DUNDERS) or attr in HOOKS:
-            self.found.append(f"uses `{ast.unparse(node)}`")
+            self.found.append(say("uses `{name}`", name=ast.unparse(node)))
         elif private and root.split(".")[0] in ("torch", "numpy", "course"):
-            self.found.append(f"uses `{ast.unparse(node)}`, a private name")
+            self.found.append(
+                say("uses `{name}`, a private name", name=ast.unparse(node))
+            )
         self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -322,11 +333,13 @@ class _StateReader(ast.NodeVisitor):
         self._module(node.module or "")
         for alias in node.names:
             if alias.name.startswith("_"):
-                self.found.append(f"imports {alias.name}, a private name")
+                self.found.append(
+                    say("imports {name}, a private name", name=alias.name)
+                )
 
     def _module(self, name: str) -> None:
         if name.split(".")[0] in DYNAMIC_MODULES:
-            self.found.append(f"imports {name}")
+            self.found.append(say("imports {name}", name=name))
 
 
 def _name(node: ast.AST) -> str | None:

@@ -138,7 +138,7 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(node.ctx, (ast.Store, ast.Del)) and _root(node) in roots:
             target = _dotted(node)
             if not any(re.search(p, target) for p in HARMLESS):
-                self.hit(node, f"changes {target}")
+                self.hit(node, say("changes {target}", target=target))
 
     def visit_Import(self, node) -> None:
         for alias in node.names:
@@ -149,7 +149,7 @@ class _Scanner(ast.NodeVisitor):
         self._module(node, node.module or "")
         for alias in node.names:
             if alias.name in CALLS | {"*"}:
-                self.hit(node, f"imports {alias.name}")
+                self.hit(node, say("imports {name}", name=alias.name))
         self._rebinds(node)
 
     def _rebinds(self, node) -> None:
@@ -162,7 +162,7 @@ class _Scanner(ast.NodeVisitor):
 
     def _module(self, node, name: str) -> None:
         if any(name == m or name.startswith(m + ".") for m in MODULES):
-            self.hit(node, f"imports {name}")
+            self.hit(node, say("imports {name}", name=name))
 
     def visit_FunctionDef(self, node) -> None:
         if node.name in self.protected:
@@ -171,7 +171,7 @@ class _Scanner(ast.NodeVisitor):
                 say("rebinds {name}, which the tests use", name=node.name),
             )
         if node.name in LYING:
-            self.hit(node, f"defines {node.name}")
+            self.hit(node, say("defines {name}", name=node.name))
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -179,7 +179,7 @@ class _Scanner(ast.NodeVisitor):
     def visit_ClassDef(self, node) -> None:
         for base in node.bases:
             if re.search(r"\b(Tensor|ndarray|Parameter)$", _dotted(base)):
-                self.hit(node, f"subclasses {_dotted(base)}")
+                self.hit(node, say("subclasses {name}", name=_dotted(base)))
         self.visit_FunctionDef(node)
 
     def visit_Global(self, node) -> None:
