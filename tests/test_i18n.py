@@ -228,6 +228,23 @@ def test_an_empty_field_stays_empty_in_chinese(monkeypatch):
     assert CHINESE.search(str(err.value))
 
 
+def test_the_readmes_say_what_language_the_verdicts_speak(monkeypatch):
+    """README's 中文版 paragraph says verdicts come from the catalog (not that
+    they are English), and they do: a check's and the grader's, in Chinese."""
+    from course.checks import softmax
+    from course.grading.tamper import scan
+
+    root = Path(i18n.HERE).parent
+    readme = (root / "README.md").read_text("utf-8")
+    paragraph = readme.split("**中文版.**")[1].split("\n## ")[0]
+    assert "verdicts.po" in paragraph and "shortcuts, tampering" in paragraph
+    for text in (readme, (root / "README.zh.md").read_text("utf-8")):
+        assert not re.search(r"(?i)verdicts (are|stay) (still |only )?English", text)
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    assert CHINESE.search(i18n.say(softmax.BY_HAND))
+    assert CHINESE.search(scan("exec('x = 1')")[0][1])
+
+
 def test_a_verdict_speaks_the_language_asked_for(monkeypatch):
     """The same failure, in each language, with the same numbers in it."""
     import torch
