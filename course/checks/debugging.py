@@ -43,9 +43,12 @@ INVERTED = N_(
     "where the mask is False."
 )
 HALF = N_(
-    "in float16 a fill like -1e9 is -inf (float16 stops at 65504), and 0 * "
-    "-inf is NaN; fill with torch.finfo(scores.dtype).min, or use "
-    "masked_fill/where."
+    "in float16 an allowed key gives NaN. 0 * -inf is NaN, so an additive mask "
+    "built from -inf, or from -1e9 made a float16 tensor (it rounds to -inf: "
+    "float16 stops at 65504), poisons the allowed keys; and exp() of large "
+    "float16 scores overflows to inf. Fill the blocked scores with masked_fill "
+    "or where and torch.finfo(scores.dtype).min, and take the softmax with "
+    "torch.softmax or in float32."
 )
 KEYS_INVERTED = N_(
     "the mask is inverted: it is True at the padding. attention_mask is 1 at "

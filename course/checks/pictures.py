@@ -107,11 +107,13 @@ def _expect_top(fn, probs, tokens, q: int, k: int) -> None:
     got = call(fn, probs.clone(), list(tokens), q, k, name="top_attended")
     order = sorted(range(len(tokens)), key=lambda j: (-float(probs[q, j]), j))
     want = [tokens[j] for j in order[:k]]
-    if not isinstance(got, list) or not all(isinstance(t, str) for t in got):
+    if not isinstance(got, (list, tuple)) or not all(isinstance(t, str) for t in got):
         fail(
-            "top_attended should return a list of str (tokens), not {got!r:.80}.",
+            "top_attended should return a list (or tuple) of str (tokens), "
+            "not {got!r:.80}.",
             got=got,
         )
+    got = list(got)  # a tuple is as good as a list
     if got == want:
         return
     col = sorted(range(len(tokens)), key=lambda j: (-float(probs[j, q]), j))
