@@ -189,14 +189,19 @@ check.query_linear_random(query_linear, seed=3301)
 # Two traps on the way:
 #
 # * `new.load_state_dict(model.state_dict())` fails with a *size mismatch* for
-#   `embeddings.position_embeddings.weight` (and the `position_ids` buffer, if
-#   present): the old tensors have more rows than the new model's. Slice those to
-#   `max_len` rows first; every other weight has the same shape.
+#   `embeddings.position_embeddings.weight`: the old table has more rows than the
+#   new model's. Slice it to its first `max_len` rows first; every other weight
+#   has the same shape. (The `position_ids` buffer is (1,
+#   `max_position_embeddings`): where a state dict holds it, slice its *columns*,
+#   `[:, :max_len]`. transformers 5 does not save it; the new model makes its own.)
 # * `BertModel(config).from_pretrained(name)` (a line found in many blog posts)
 #   does **not** use your edited config: `from_pretrained` is a *classmethod*, so
 #   it builds a fresh model from the saved config and the instance you made is
-#   thrown away. Pass the config instead, `BertModel.from_pretrained(name,
-#   config=config)`, or build the model and load the weights yourself, as here.
+#   thrown away. Passing the config, `BertModel.from_pretrained(name,
+#   config=config)`, does not slice either: transformers 5 stops with a size
+#   mismatch for the position table, and with `ignore_mismatched_sizes=True` it
+#   loads every other weight but fills the table with *random* values. So build
+#   the model and load the sliced weights yourself, as here.
 
 # %% [markdown]
 # **Exercise 4.** Write `with_max_positions(model, max_len)` returning a **new**

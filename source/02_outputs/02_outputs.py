@@ -14,7 +14,7 @@
 # | output | shape | what it is |
 # |---|---|---|
 # | `last_hidden_state` | (B, T, D) | one vector per token after the last layer |
-# | `pooler_output` | (B, D) | `tanh(dense(h_[CLS]))`: a sentence vector |
+# | `pooler_output` | (B, D) | `tanh(dense(h_[CLS]))` (not this model's sentence vector: §3) |
 # | `hidden_states` | L + 1 entries of (B, T, D) | the embedding output, then each layer's |
 # | `attentions` | L entries of (B, H, T, T) | each layer's attention weights, per head |
 #
@@ -139,7 +139,12 @@ check.output_shapes_random(output_shapes, seed=202)
 #
 # `pooler_output` is not a mean of the tokens: BERT takes the first token's final
 # vector (the `[CLS]` position), passes it through `model.pooler.dense` (a
-# Linear(D, D)) and a `tanh`.
+# Linear(D, D)) and a `tanh`. Original BERT trained it, with next-sentence
+# prediction, as a vector for the whole input. The course model is a
+# sentence-transformers MiniLM: its sentence vector is the **mean** of the token
+# vectors (its `1_Pooling/config.json` says `pooling_mode_mean_tokens`), and its
+# pooler was never trained for that. For a sentence vector from this model, average
+# `last_hidden_state` over the real (not padded) tokens.
 #
 # **Exercise 3.** Write `pooler(model, last_hidden_state)` returning (B, D),
 # equal to the model's `pooler_output`. Use `model.pooler.dense`; calling

@@ -30,14 +30,17 @@
 # one relation at a time. BERT runs H attentions side by side on smaller vectors
 # (d = D / H each), each with its own Q, K, V slices; one head may follow the
 # previous token, another the object of a verb, another [SEP] (10 draws them).
-# Their contexts are concatenated and mixed by one output projection. The cost is
-# about that of one big head, since H · d = D.
+# Their contexts are concatenated and mixed by one output projection. The
+# arithmetic costs about as much as one big head, since H · d = D; the memory
+# does not: each head has its own (T, T) matrix of probabilities, H times as
+# many numbers as one big head would keep.
 #
 # **Self- or cross-attention?** In *self*-attention (BERT) queries, keys and
 # values all come from the same sequence. In *cross*-attention (a translation
 # model's decoder reading its encoder) the queries come from one sequence and the
-# keys and values from another, so the weights are (Tq, Tk) with Tq ≠ Tk. The
-# formula does not change; that is why the course writes shapes as (Tq, Tk).
+# keys and values from another, so the weights are (Tq, Tk), and Tq and Tk may
+# differ. The formula does not change; that is why the course writes shapes as
+# (Tq, Tk).
 #
 # ## Where one head lives
 #

@@ -42,10 +42,12 @@ print(tuple(hidden.shape), self_attn.num_attention_heads, "heads")
 #
 # In a batch, short texts are padded (02). Padded positions must not be
 # attended to: their **key** columns must get weight 0. BERT does that by adding
-# a large negative number to the scores of padded keys before the softmax —
-# `exp(-10000)` is 0 — and 0 everywhere else. The tokenizer's mask is (B, T) of 1
-# (token) and 0 (pad); the additive mask is `(1 - mask) * -10000`, shaped
-# (B, 1, 1, T) so that it broadcasts over heads and queries.
+# a large negative number to the scores of padded keys before the softmax, and 0
+# everywhere else. The tokenizer's mask is (B, T) of 1 (token) and 0 (pad); the
+# additive mask was `(1 - mask) * -10000` in the original BERT (`exp(-10000)` is
+# 0) and is `(1 - mask) * torch.finfo(dtype).min` in current transformers (the
+# most negative number the dtype holds), shaped (B, 1, 1, T) so that it
+# broadcasts over heads and queries.
 #
 # Adding it with the wrong sign gives padded keys *all* the weight; multiplying
 # the scores by the mask gives padded keys a score of 0, which still gets weight.
@@ -129,11 +131,11 @@ print(
 
 # %% [markdown]
 # **The same head in einsum.** `torch.einsum` names every index, which makes the
-# shapes of attention explicit: b batch, q query, k key, d feature. The scores
-# contract d, the context contracts k:
+# shapes of attention explicit: b batch, q query, k key, f feature (one of the d
+# features of a head). The scores contract f, the context contracts k:
 #
-# $$S_{bqk} = \tfrac{1}{\sqrt{d}}\sum_d Q_{bqd}K_{bkd}, \qquad
-#   C_{bqd} = \sum_k P_{bqk}V_{bkd}.$$
+# $$S_{bqk} = \tfrac{1}{\sqrt{d}}\sum_f Q_{bqf}K_{bkf}, \qquad
+#   C_{bqf} = \sum_k P_{bqk}V_{bkf}.$$
 #
 # `@` and einsum are the same computation; use whichever you read more easily
 # (both are accepted everywhere in this course).
@@ -144,8 +146,8 @@ with torch.no_grad():
     q = hidden @ self_attn.query.weight[:d].T + self_attn.query.bias[:d]  # (B, T, d)
     k = hidden @ self_attn.key.weight[:d].T + self_attn.key.bias[:d]
     v = hidden @ self_attn.value.weight[:d].T + self_attn.value.bias[:d]
-    p = torch.einsum("bqd,bkd->bqk", q, k).div(math.sqrt(d)).softmax(-1)
-    c = torch.einsum("bqk,bkd->bqd", p, v)
+    p = torch.einsum("bqf,bkf->bqk", q, k).div(math.sqrt(d)).softmax(-1)
+    c = torch.einsum("bqk,bkf->bqf", p, v)
 print(
     "einsum vs your head_attention:",
     (p - probs).abs().max().item(),

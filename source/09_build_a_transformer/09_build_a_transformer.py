@@ -162,8 +162,12 @@ check.block_random(EncoderBlock, seed=902)
 # each position the target is the token from **3 steps earlier** (the first three
 # targets are -100, ignored by `cross_entropy`). The model is *causal*: position t
 # may attend only positions ≤ t, as a language model reads. To answer, it must
-# find the token exactly 3 steps back, and without positions every earlier token
-# looks alike (08): it can learn which tokens it has seen, not when.
+# find the token exactly 3 steps back. Without positions that is hard: in one
+# causal attention layer, the output at position t stays the same when the tokens
+# before t are reordered, so it sees which tokens came, not when. (08 showed the
+# unmasked case: reorder all tokens and the outputs reorder with them.) Stacked
+# causal layers could work positions out indirectly, for instance by counting the
+# tokens before them, but this small model does not learn that here.
 #
 # `TinyTransformer` is given: an embedding, optional sinusoidal positions, two of
 # **your** pre-LN `EncoderBlock`s with a causal mask, and a linear head.

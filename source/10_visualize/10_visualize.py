@@ -80,7 +80,8 @@ check.heatmap_random(attention_heatmap, seed=1001)
 # ## 2. What does one token look at?
 #
 # **Exercise 2.** Write `top_attended(probs, tokens, query_index, k)` returning
-# the k tokens that query `query_index` attends to most, most attended first.
+# the k tokens that query `query_index` attends to most, most attended first, as
+# a list of str (a tuple is fine too).
 
 
 # %% answer="top_attended"

@@ -64,14 +64,24 @@ print(broken_masked_softmax(scores, mask))
 # empty memory.
 #
 # Filling with a large negative number instead hides the NaN but gives a row with
-# nothing to attend a uniform spread over keys it must not see. In float16 it is
-# worse: float16 stops at 65504, so -1e9 *is* -inf, and the additive form
-# `(1 - mask) * -1e9` computes `0 * -inf = NaN` at every allowed key:
+# nothing to attend a uniform spread over keys it must not see. In float16, -1e9
+# is no such number: float16 stops at 65504, so -1e9 rounds to -inf. The additive
+# form `(1 - mask) * -1e9` then gives -0 at the allowed keys and -inf at the
+# blocked ones, the same as filling with -inf: right where a row has an allowed
+# key, NaN where it has none (row 1 below). And `masked_fill(~mask, -1e9)` on
+# float16 scores does not run at all: it raises `RuntimeError: value cannot be
+# converted to type c10::Half without overflow`.
 
 # %%
 half = torch.randn(2, 4).half()
-allowed = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
-print(torch.softmax(half + (1 - allowed).half() * -1e9, dim=-1))
+allowed = torch.tensor([[1, 1, 1, 0], [0, 0, 0, 0]])
+additive = (1 - allowed).half() * -1e9
+print(additive)
+print(torch.softmax(half + additive, dim=-1))
+try:
+    half.masked_fill(allowed == 0, -1e9)
+except RuntimeError as err:
+    print("RuntimeError:", err)
 
 # %% [markdown]
 # **Exercise 1.** Write `masked_softmax(scores, mask, dim=-1)`: `mask` is bool,
@@ -117,8 +127,9 @@ check.masked_softmax_random(masked_softmax, seed=1121)
 
 # %% [markdown] task="diagnose_nan" points=1
 # **Diagnosis.** A model trains fine for an hour, then its loss is NaN. Which
-# check would have found the cause (where would you look first), and why does
-# `masked_fill(~mask, -1e9)` not fix it in float16?
+# check would have found the cause (where would you look first), and why is a
+# fill of -1e9 no fix in float16 (what do `(1 - mask) * -1e9` and
+# `masked_fill(~mask, -1e9)` do there)?
 #
 # Write your answer in the cell below.
 
@@ -324,9 +335,12 @@ print(
 
 # %% [markdown]
 # The loss drops a little (the model learns which tokens it has seen so far) and
-# then stays flat: nothing tells it which earlier token is 3 steps back. The
-# attention layers are *permutation-equivariant* (08): reorder the tokens and the
-# outputs reorder with them.
+# then stays flat: nothing tells it which earlier token is 3 steps back. Without
+# a mask, attention is *permutation-equivariant* (08): reorder the tokens and the
+# outputs reorder with them. With this causal mask, a first layer's output at
+# position t is the same however the tokens before t are ordered; deeper layers
+# could work positions out indirectly (by counting the tokens before them, say),
+# but in 60 steps this model does not learn to.
 #
 # **Exercise 4.** Write `position_table(seq_len, d_model)`: a (seq_len, d_model)
 # float tensor to add to the embeddings, one distinct row per position, values
