@@ -137,6 +137,17 @@ def cmd_grade(args) -> int:
         workers=args.workers,
         warm=not args.cold,
     ) as client:
+        problems = {} if args.no_sandbox else engine.sandbox_problems(client)
+        if problems:
+            worker, reason = next(iter(problems.items()))
+            print(
+                f"Not grading: {len(problems)} worker(s) cannot sandbox a kernel "
+                f"({worker}: {reason}). Grade as root, or as a user allowed "
+                "unprivileged user namespaces (sysctl "
+                "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0; "
+                "docs/security.md), or pass --no-sandbox to grade without one."
+            )
+            return 2
         results = batch.grade(
             plan,
             client=client,
@@ -144,9 +155,13 @@ def cmd_grade(args) -> int:
             cell_timeout=args.cell_timeout,
             fixed_seeds=args.fixed_seeds,
             ship_files=args.ship_files,
+            sandbox=not args.no_sandbox,
         )
     print(batch.summary(results))
-    print(f"every submission: {batch.write_log(results, root / 'reports')}")
+    log = batch.write_log(results, root / "reports", sandboxed=not args.no_sandbox)
+    print(f"every submission: {log}")
+    if args.no_sandbox:
+        print("kernels were not sandboxed (--no-sandbox): the class report says so")
     return 1 if any(r.status == batch.FAILED for r in results) else 0
 
 
@@ -205,6 +220,9 @@ def _grade_options(p: argparse.ArgumentParser) -> None:
                    help="seconds per cell (default: 120)")  # fmt: skip
     p.add_argument("--cold", action="store_true",
                    help="start every kernel from scratch (no warm kernels)")  # fmt: skip
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run kernels as the grader, outside the sandbox "
+                   "(docs/security.md; the class report says so)")  # fmt: skip
     p.add_argument("--fixed-seeds", action="store_true",
                    help="hidden tests use the seeds in source/ (to reproduce a grade)")  # fmt: skip
 

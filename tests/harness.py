@@ -95,6 +95,18 @@ def reference_answers(root: Path, assignment: str) -> dict[str, str]:
     return out
 
 
+def printed(root: Path, assignment: str, student: str) -> str:
+    """Everything a student's autograded notebook printed (stream outputs)."""
+    path = grading.notebook_path(root, "autograded", assignment, student)
+    nb = json.loads(path.read_text())
+    return "".join(
+        "".join(o.get("text", ""))
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
+    )
+
+
 def fill(release_nb: dict, answers: dict[str, str]) -> dict:
     """A copy of the release notebook with the given answer cells replaced."""
     nb = json.loads(json.dumps(release_nb))

@@ -119,3 +119,43 @@ def test_a_call_that_changes_its_argument_changes_the_grader_s_copy(
 
 def _raises(x):
     raise ValueError("no")
+
+
+def _nested(depth: int):
+    data = 1
+    for _ in range(depth):
+        data = {"__list": [data]}
+    return data
+
+
+def _bert(**sizes) -> dict:
+    return {"__hf": ["BertModel", {**models.tiny_bert().config.to_dict(), **sizes}, {}]}
+
+
+ABSURD = {  # built when a test asks: some are large
+    "a 10 GB tensor": lambda: {"__t": ["float32", [50_000, 50_000], ""]},
+    "a shape that is not one": lambda: {"__t": ["float32", ["9" * 40], ""]},
+    "bytes that do not fit the shape": lambda: {"__t": ["float32", [4, 4], "AAAA"]},
+    "deep nesting": lambda: _nested(10_000),
+    "a huge string": lambda: "x" * (evidence.MAX_ELEMENTS + 1),
+    "a million hidden units": lambda: _bert(hidden_size=1_000_000),
+    "a thousand layers": lambda: _bert(num_hidden_layers=1000),
+}
+
+
+@pytest.mark.parametrize("what", sorted(ABSURD))
+def test_absurd_evidence_fails_fast_and_small(what):
+    """Data from the kernel stays data: evidence no answer could have produced is
+    refused before anything is allocated for it (ValueError, well under a second)."""
+    import time
+    import tracemalloc
+
+    data = ABSURD[what]()
+    tracemalloc.start()
+    start = time.perf_counter()
+    with pytest.raises(ValueError):
+        evidence.decode(data)
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert seconds < 2 and peak < 64 << 20, (seconds, peak)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from harness import fill, reference_answers
+from harness import fill, printed, reference_answers
 
 from course import grading
 
@@ -279,20 +279,10 @@ def test_strays_die_with_their_notebook(graded_class, student):
     assert TOKEN not in left.stdout, left.stdout
 
 
-def _printed(root, student: str) -> str:
-    nb = json.loads(grading.notebook_path(root, "autograded", A, student).read_text())
-    return "".join(
-        "".join(o.get("text", ""))
-        for c in nb["cells"]
-        for o in c.get("outputs", [])
-        if o.get("output_type") == "stream"
-    )
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_kernels_have_no_network(graded_class):
     root, _ = graded_class
-    assert "NET:blocked" in _printed(root, "network")
+    assert "NET:blocked" in printed(root, A, "network")
 
 
 @pytest.mark.skipif(
@@ -300,5 +290,5 @@ def test_kernels_have_no_network(graded_class):
 )
 def test_kernels_start_a_bounded_number_of_processes(graded_class):
     root, _ = graded_class
-    started = int(_printed(root, "procs").split("PROCS:")[1].split()[0])
+    started = int(printed(root, A, "procs").split("PROCS:")[1].split()[0])
     assert 0 < started < 64, started

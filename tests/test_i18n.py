@@ -182,7 +182,10 @@ NOT_STUDENT_FACING = {
     "feedback.py": "nbgrader's template labels, matched to be translated",
     "gradebook.py": "instructor commands' errors",
     "judge.py": "trait help and patterns",
+    "lockdown.py": "the sandbox: system call names and the machine's errors",
+    "mounts.py": "the sandbox: paths and the machine's errors",
     "report.py": "the instructor's report: HTML and font names",
+    "sandbox.py": "the sandbox: paths, variables and the machine's errors",
     "warm.py": "the sandbox: module names",
     "zygote.py": "the sandbox: command lines",
 }

@@ -29,6 +29,13 @@ from torch import nn
 
 MIME = "application/vnd.course.evidence+json"
 ENV = "COURSE_EVIDENCE"
+# Evidence is data from the kernel: absurd sizes fail their check, in bounded time
+# and memory, before anything is allocated for them.
+MAX_ELEMENTS = 1 << 26  # numbers in one tensor (bert-base's largest: 23 million)
+MAX_DEPTH = 64  # nesting of lists, dicts and modules
+MAX_CONFIG = 1 << 17  # any whole number in a model's config (sizes, ids)
+MAX_LAYERS = 48
+MAX_PARAMETERS = 1 << 28  # a rebuilt transformers model (bert-base: 110 million)
 _PRIMITIVE = (bool, int, str, type(None))
 
 
@@ -56,10 +63,20 @@ def _tensor(t: torch.Tensor) -> dict:
 
 def _untensor(spec: list) -> torch.Tensor:
     dtype, shape, raw = spec
-    dtype = getattr(torch, dtype)
+    dtype = getattr(torch, str(dtype), None)
     if not isinstance(dtype, torch.dtype):
         raise ValueError("not a dtype")
+    if not (isinstance(shape, list) and len(shape) <= 8):
+        raise ValueError("not a shape")
+    if not all(isinstance(n, int) and 0 <= n <= MAX_ELEMENTS for n in shape):
+        raise ValueError("not a shape")
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise ValueError(f"a tensor of {math.prod(shape)} numbers")
+    if not isinstance(raw, str) or len(raw) > MAX_ELEMENTS * 8 * 4 // 3 + 4:
+        raise ValueError("not tensor data")
     data = bytearray(base64.b64decode(raw))
+    if len(data) != math.prod(shape) * dtype.itemsize:
+        raise ValueError("tensor data of the wrong size")
     if not data:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(data, dtype=torch.uint8).view(dtype).reshape(shape)
@@ -148,11 +165,23 @@ def encode(value, args=(), seen: set | None = None):
     return {"__obj": type(value).__name__}
 
 
-def decode(data, args=()):
-    """Rebuild what :func:`encode` wrote; ``args`` are the grader's own arguments."""
+def decode(data, args=(), depth: int = 0):
+    """Rebuild what :func:`encode` wrote; ``args`` are the grader's own arguments.
+
+    Raises ``ValueError`` for evidence nothing could have encoded: nested past
+    :data:`MAX_DEPTH`, a tensor past :data:`MAX_ELEMENTS`, a model past
+    :data:`MAX_PARAMETERS`.
+    """
+    if depth > MAX_DEPTH:
+        raise ValueError("evidence nested too deep")
+    if isinstance(data, str) and len(data) > MAX_ELEMENTS:
+        raise ValueError("a string too long")
     if not isinstance(data, dict):
         return data
+    if len(data) != 1:
+        raise ValueError("not evidence")
     (key, v), *_ = data.items()
+    depth += 1
     if key == "__t":
         return _untensor(v)
     if key == "__ref":
@@ -168,18 +197,18 @@ def decode(data, args=()):
     if key in simple:
         return simple[key](v)
     if key in ("__tuple", "__list"):
-        items = [decode(x, args) for x in v]
+        items = [decode(x, args, depth) for x in v]
         return tuple(items) if key == "__tuple" else items
     if key == "__dict":
-        return {_hashable(decode(k)): decode(x, args) for k, x in v}
+        return {_hashable(decode(k, (), depth)): decode(x, args, depth) for k, x in v}
     if key == "__be":
         from transformers import BatchEncoding
 
-        return BatchEncoding({k: decode(x, args) for k, x in v.items()})
+        return BatchEncoding({k: decode(x, args, depth) for k, x in v.items()})
     if key == "__hf":
         return _hf_model(*v)
     if key == "__m":
-        return _rebuild(v)
+        return _rebuild(v, depth)
     raise ValueError(f"unknown evidence {key!r}")
 
 
@@ -194,7 +223,7 @@ def _hf_model(name: str, config: dict, state: dict) -> nn.Module:
     if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
         raise ValueError(f"{name} is not a transformers model")
     config_cls = cls.config_class
-    model = cls(config_cls.from_dict(config)).eval()
+    model = cls(_bounded(config_cls.from_dict(_plain_config(config)))).eval()
     for key, spec in state.items():  # shapes may differ from what the config says
         owner_path, _, attr = key.rpartition(".")
         owner = model.get_submodule(owner_path)
@@ -206,14 +235,41 @@ def _hf_model(name: str, config: dict, state: dict) -> nn.Module:
     return model
 
 
-def _rebuild(spec: dict) -> nn.Module:
+def _plain_config(config) -> dict:
+    """A config of plain values, every whole number within :data:`MAX_CONFIG`."""
+    if not isinstance(config, dict):
+        raise ValueError("not a config")
+    for key, value in config.items():
+        if isinstance(value, int) and not -1 <= value <= MAX_CONFIG:
+            raise ValueError(f"a config with {key} = {value}")
+        if isinstance(value, (list, dict)) and len(json.dumps(value)) > 1 << 16:
+            raise ValueError(f"a config with a huge {key}")
+    return config
+
+
+def _bounded(config):
+    """``config``, if the model it describes is one a course answer could build."""
+    hidden = getattr(config, "hidden_size", 0) or 0
+    layers = getattr(config, "num_hidden_layers", 0) or 0
+    inner = getattr(config, "intermediate_size", 4 * hidden) or 0
+    rows = sum(
+        getattr(config, k, 0) or 0
+        for k in ("vocab_size", "max_position_embeddings", "type_vocab_size")
+    )
+    size = rows * hidden + layers * (4 * hidden * hidden + 2 * hidden * inner)
+    if layers > MAX_LAYERS or size > MAX_PARAMETERS:
+        raise ValueError(f"a model of {layers} layers and about {size} parameters")
+    return config
+
+
+def _rebuild(spec: dict, depth: int = 0) -> nn.Module:
     cls = getattr(nn, spec["cls"], None) if spec["torch"] else None
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         cls = type(str(spec["cls"]), (Recorded,), {})
     module = cls.__new__(cls)
     nn.Module.__init__(module)
     for k, v in spec["attrs"].items():
-        setattr(module, k, decode(v))
+        setattr(module, k, decode(v, (), depth))
     for group, register in (
         ("params", module.register_parameter),
         ("buffers", module.register_buffer),
@@ -224,7 +280,7 @@ def _rebuild(spec: dict) -> nn.Module:
                 value = nn.Parameter(value, requires_grad=t["grad"])
             register(k, value)
     for k, child in spec["children"].items():
-        module.add_module(k, decode(child))
+        module.add_module(k, decode(child, (), depth))
     return module
 
 
@@ -375,7 +431,7 @@ def _apply(effects: dict, args, changed: list) -> None:
         arg = args[int(i)]
         for key, value in changes.items():
             if key == "config":
-                for k, v in value.items():
+                for k, v in _plain_config(value).items():
                     if getattr(arg.config, k, None) != v and _plain(v):
                         change(arg.config, k, v)
                 continue

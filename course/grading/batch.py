@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import engine, gradebook, notebook_path
+from . import engine, gradebook, notebook_path, report
 from .enames import DEAF, KERNEL_DIED, NOT_RUN, TAMPERED
 from .engine import Job, Outcome
 
@@ -53,6 +53,9 @@ def submissions(root: Path, assignment: str) -> list[str]:
 
 def _precheck(root: Path, assignment: str, student: str) -> str | None:
     path = notebook_path(root, "submitted", assignment, student)
+    links = [p for p in path.parent.rglob("*") if p.is_symlink()]
+    if links:  # nbgrader would copy what it points at: another student's work
+        return f"the submission holds a symbolic link ({links[0].name})"
     if not path.exists():
         return f"no notebook {path.name} in the submission"
     try:
@@ -194,6 +197,7 @@ def grade(
     cell_timeout: int = 120,
     fixed_seeds: bool = False,
     ship_files: bool = False,
+    sandbox: bool = True,
     show_progress: bool = True,
 ) -> list[Result]:
     """Autograde the plan's submissions, one dask task each; a Result for every
@@ -212,6 +216,9 @@ def grade(
     ship_files : bool
         Send each submission to its worker as bytes (workers without the course
         folder); the autograded notebook comes back as bytes.
+    sandbox : bool
+        Every kernel in a sandbox (:mod:`course.grading.sandbox`); ``False`` only
+        as the instructor's explicit choice (``course grade --no-sandbox``).
     show_progress : bool
         A progress bar (tqdm, on stderr): done/total, rate, ETA and the counts.
     """
@@ -223,7 +230,7 @@ def grade(
         folder = None if ship_files else str(root)  # shipped: the worker never looks
         job = engine.Job(
             assignment, student, folder, plan.db_url, timeout, cell_timeout,
-            fixed_seeds, files, run,
+            fixed_seeds, files, run, sandbox,
         )  # fmt: skip
         key = f"grade-{assignment}-{student}"
         jobs[client.submit(engine.grade_submission, job, key=key, pure=False)] = job
@@ -283,11 +290,13 @@ def summary(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def write_log(results: list[Result], folder: Path) -> Path:
-    """``folder/grading.csv``: student, assignment, status, seconds, reasons."""
+def write_log(results: list[Result], folder: Path, *, sandboxed: bool = True) -> Path:
+    """``folder/grading.csv``: student, assignment, status, seconds, reasons; and
+    ``folder/grading-run.json``: whether the run sandboxed its kernels."""
     import csv
 
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / report.RUN_FILE).write_text(json.dumps({"sandboxed": sandboxed}))
     path = folder / "grading.csv"
     with open(path, "w", newline="") as f:
         out = csv.writer(f)

@@ -40,6 +40,7 @@ BOX_ENV = "COURSE_KERNEL_BOX"  # the box's id (and its cgroup's folder, if any)
 CGROUP_ENV = "COURSE_KERNEL_CGROUP"
 TASK_CGROUP_ENV = "COURSE_TASK_CGROUP"  # kernel boxes are made inside this one
 NO_NET_ENV = "COURSE_KERNEL_NO_NETWORK"
+BOX_KEYS = (BOX_ENV, CGROUP_ENV, NO_NET_ENV)  # what puts a process in its box
 CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 CLONE_NEWNET = 0x40000000
 PF_EXITING = 0x4  # /proc/PID/stat flags: the process has begun to exit

@@ -63,6 +63,7 @@ class Job:
     fixed_seeds: bool = False
     files: dict[str, bytes] | None = None
     run: str = "run"  # the grading run: its task boxes are closed when it ends
+    sandbox: bool = True  # every kernel in a sandbox (course.grading.sandbox)
 
 
 @dataclass
@@ -139,6 +140,7 @@ def _arguments(job: Job, root: Path, env: dict) -> list[str]:
         f"--CourseDirectory.db_url={job.db_url}",
         f"--Execute.timeout={job.cell_timeout}",
         f"--GuardedExecute.notebook_timeout={job.timeout}",  # the kernel's budget
+        f"--GuardedExecute.sandbox={'on' if job.sandbox else 'off'}",
     ]
     if warm_kernels.SOCKET_ENV in env:
         argv.append(f"--Execute.kernel_name={warm_kernels.KERNEL}")
@@ -235,6 +237,14 @@ def land(root: Path, job: Job, outcome: Outcome) -> None:
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+
+
+def sandbox_problems(client) -> dict[str, str]:
+    """Why each worker that cannot sandbox a kernel cannot (empty: all can)."""
+    from . import sandbox
+
+    answers = client.run(sandbox.probe)
+    return {worker: reason for worker, reason in answers.items() if reason}
 
 
 def end_run(client, run: str) -> None:

@@ -10,6 +10,8 @@ the submission reads as a plain 0. :class:`GuardedExecute` instead
   (silently, without their outputs) and goes on with the next cell;
 * caps each kernel's address space (``memory_limit``), so a runaway allocation
   raises ``MemoryError`` in the student's cell instead of taking the machine down;
+* runs each kernel in a sandbox (``sandbox``, :mod:`course.grading.sandbox`): an
+  unprivileged user in namespaces of its own that sees only what a notebook needs;
 * shuts each kernel down at once after its last cell.
 
 It is the first of ``Autograde.autograde_preprocessors`` in ``nbgrader_config.py``,
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import sys
 import tempfile
 import time
@@ -34,7 +37,7 @@ from traitlets import Bool, Enum, Float, Integer
 
 from ..checks import evidence
 from ..i18n import say
-from . import contain
+from . import contain, sandbox
 from .enames import DEAF, KERNEL_DIED, NOT_RUN
 from .warm import MEMORY_ENV
 
@@ -110,7 +113,21 @@ class GuardedExecute(Execute):
     ).tag(config=True)
     network = Bool(
         False,
-        help="Let kernels use the network (off: as root, a namespace of their own).",
+        help="Without the sandbox: let kernels use the network (off: as root, a "
+        "namespace of their own).",
+    ).tag(config=True)
+    sandbox = Enum(
+        ["on", "auto", "off"],
+        default_value="on",
+        help="Each kernel in a sandbox of its own (course.grading.sandbox): 'on' "
+        "refuses to grade where the machine cannot; 'auto' sandboxes where it can "
+        "(self-study); 'off' runs kernels as the grader.",
+    ).tag(config=True)
+    cpu_limit = Integer(
+        1800, help="Sandbox: CPU seconds per kernel, all its processes' threads."
+    ).tag(config=True)
+    scratch_size = Float(
+        256.0, help="Sandbox: MiB of each writable folder (home, /tmp, cwd)."
     ).tag(config=True)
 
     max_output = Float(
@@ -126,9 +143,40 @@ class GuardedExecute(Execute):
         self._restarts = 0
         self._given_up = ""
         self._box: dict = {}
+        self._ipc = ""
+        self._sandboxed = self._use_sandbox()
         budget = self.notebook_timeout
         self._deadline = time.monotonic() + budget if budget > 0 else None
         return super().preprocess(nb, resources, km)
+
+    def _use_sandbox(self) -> bool:
+        """Whether kernels run in a sandbox; 'on' where none can be made raises."""
+        if self.sandbox == "off":
+            return False
+        reason = sandbox.available()
+        if reason and self.sandbox == "on":
+            raise RuntimeError(
+                say(
+                    "Kernels cannot be sandboxed on this machine ({reason}). Grade "
+                    "as root, or enable unprivileged user namespaces "
+                    "(sysctl kernel.unprivileged_userns_clone=1 and "
+                    "user.max_user_namespaces > 0), or choose to grade without a "
+                    "sandbox (course grade --no-sandbox, "
+                    "--GuardedExecute.sandbox=off).",
+                    reason=reason,
+                )
+            )
+        return reason is None
+
+    def _policy(self) -> sandbox.Policy:
+        return sandbox.Policy(
+            memory=int(self.memory_limit * 2**30),
+            cpu_seconds=self.cpu_limit,
+            file_size=int(self.scratch_size * 2**20),
+            scratch=int(self.scratch_size * 2**20),
+            processes=self.max_processes,
+            hidden=(os.getcwd(),),
+        )
 
     def create_kernel_manager(self):
         """Every kernel starts through the course's kernel command, which puts it in
@@ -155,10 +203,16 @@ class GuardedExecute(Execute):
         env = {**os.environ, **self._box, evidence.ENV: "1"}  # checks record evidence
         if limit > 0:
             env[MEMORY_ENV] = str(limit)
-        if not self.network:
+        if self._sandboxed:
+            env[sandbox.ENV] = self._policy().to_env()
+        elif not self.network:
             env[contain.NO_NET_ENV] = "1"
-            self.km.transport = "ipc"  # no loopback either, so talk over a socket file
-            self.km.ip = os.path.join(tempfile.gettempdir(), self._box[contain.BOX_ENV])
+        if self._sandboxed or not self.network:
+            # No loopback shared with the grader: talk over socket files, in a
+            # folder that the sandbox shows its kernel.
+            self._ipc = tempfile.mkdtemp(prefix="course-kernel-")
+            self.km.transport = "ipc"
+            self.km.ip = os.path.join(self._ipc, "kernel")
         await super().async_start_new_kernel(env=env, **kwargs)
         self._kernel_pid = getattr(self.km.provisioner, "pid", None)
 
@@ -178,6 +232,9 @@ class GuardedExecute(Execute):
                 if killed > 1:
                     self.log.warning("killed %d processes the notebook left", killed)
                 self._box = {}
+            if self._ipc:
+                shutil.rmtree(self._ipc, ignore_errors=True)
+                self._ipc = ""
 
     _cleanup_kernel = run_sync(_async_cleanup_kernel)  # what the sync path calls
 

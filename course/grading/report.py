@@ -4,13 +4,15 @@
 * ``scores_<a>.png``: the distribution of total scores per assignment;
 * ``cells_<a>.png``: the pass rate of each test cell;
 * ``report.html``: the plots and the most common verdicts (misconception messages),
-  counted over the class. Verdicts only: no test code, no solution.
+  counted over the class. Verdicts only: no test code, no solution. A warning
+  heads it when the last ``course grade`` ran kernels outside the sandbox.
 """
 
 from __future__ import annotations
 
 import csv
 import html
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from . import cell_messages, cell_scores, notebook_path
 # fonts-wqy-microhei, which `make test` installs, or Noto CJK).
 CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC"]
 CJK_FILES = ("wqy-microhei", "notosanscjk")
+RUN_FILE = "grading-run.json"  # written by course grade: was the run sandboxed?
 
 
 def _use_cjk_fonts(plt) -> None:
@@ -68,6 +71,22 @@ def _plot_cells(rates: dict[str, float], path: Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _unsandboxed(out: Path) -> str:
+    """A warning if the last grading run did not sandbox its kernels."""
+    try:
+        sandboxed = json.loads((out / RUN_FILE).read_text())["sandboxed"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    if sandboxed:
+        return ""
+    warning = say(
+        "These submissions were graded without the sandbox (course grade "
+        "--no-sandbox): a submission could have read or changed the course, the "
+        "gradebook and other students' work while it ran."
+    )
+    return f"<p class='unsandboxed'><strong>{html.escape(warning)}</strong></p>"
 
 
 def build(
@@ -130,7 +149,7 @@ def build(
     page = out / "report.html"
     title = say("Class report")
     none = say("No graded submissions.")
-    body = "".join(sections) or f"<p>{none}</p>"
+    body = _unsandboxed(out) + ("".join(sections) or f"<p>{none}</p>")
     page.write_text(
         f"<!DOCTYPE html><html lang='{language()}'><head><meta charset='utf-8'>"
         f"<title>{title}</title>"

@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import contain
+from . import contain, sandbox, zygote
 
 SOCKET_ENV = "COURSE_WARM_SOCKET"
 MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space for each kernel
@@ -44,18 +44,22 @@ def proxy(argv: list[str]) -> None:
     """The kernel command: have the zygote fork the kernel, or become one."""
     path = os.environ.get(SOCKET_ENV)
     memory = os.environ.get(MEMORY_ENV)
+    policy = os.environ.get(sandbox.ENV)
     contain.enter_box(os.environ)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(path or "")
     except OSError:
-        if memory:
-            resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
-        os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", *argv])
-    env = dict(os.environ)
-    env.pop(SOCKET_ENV)  # a kernel forks nothing from the zygote; nbgrader's kernels do
+        conn.close()
+        _cold(argv, memory, policy)
+    if policy:
+        env = sandbox.kernel_env(os.environ)
+    else:
+        env = dict(os.environ)
+        env.pop(SOCKET_ENV)  # a kernel forks nothing from the zygote
+    box = {k: v for k, v in os.environ.items() if k in contain.BOX_KEYS}
     request = {"argv": argv, "cwd": os.getcwd(), "env": env, "memory": memory}
-    socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+    zygote.ask(conn, "kernel", {**request, "box": box, "sandbox": policy}, [0, 1, 2])
     pid = int(conn.recv(32))
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _: _forward(pid, signum))
@@ -65,6 +69,19 @@ def proxy(argv: list[str]) -> None:
         sys.exit(1)
     select.select([done], [], [])
     sys.exit(0)
+
+
+def _cold(argv: list[str], memory: str | None, policy: str | None) -> None:
+    """Become an ordinary ``ipykernel`` kernel (in a sandbox, given a policy)."""
+    python = [sys.executable, "-m", "ipykernel_launcher"]
+    if policy:
+        argv = sandbox.enter(
+            sandbox.Policy.from_env(policy), argv=argv, cwd=os.getcwd()
+        )
+        os.execve(sys.executable, python + argv, sandbox.kernel_env(os.environ))
+    if memory:
+        resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
+    os.execv(sys.executable, python + argv)
 
 
 def nbgrader(
@@ -85,11 +102,10 @@ def nbgrader(
         return None
     read, write = os.pipe()
     with conn, conn.makefile("rb") as replies, open(read, "rb", buffering=0) as out:
-        request = {"argv": argv, "cwd": cwd, "env": env, "nbgrader": True}
+        request = {"argv": argv, "cwd": cwd, "env": env}
         with open(os.devnull, "rb") as null:
             try:
-                fds = [null.fileno(), write, write]
-                socket.send_fds(conn, [json.dumps(request).encode()], fds)
+                zygote.ask(conn, "nbgrader", request, [null.fileno(), write, write])
             except OSError:  # the zygote is gone
                 return None
             finally:
@@ -144,7 +160,7 @@ def start(tmp: Path, env: dict) -> tuple[subprocess.Popen, dict]:
     with open(tmp / "zygote.log", "wb") as log:
         zygote = subprocess.Popen(
             [sys.executable, "-m", "course.grading.zygote", path],
-            env=env,
+            env=sandbox.public_env(env),  # kernels are forked from its memory
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -2,12 +2,18 @@
 course and loaded the model, and forks a grading kernel or a task's nbgrader on
 request (:mod:`course.grading.warm` asks).
 
-A request on its Unix socket is JSON (``argv``, ``cwd``, ``env``; ``nbgrader`` for
-nbgrader, ``memory`` for a kernel's address-space cap) with the asker's stdin,
-stdout and stderr attached. The child takes those streams, the cwd and the
+A request on its Unix socket is a header of :data:`HEADER` bytes (JSON: ``kind``,
+``"kernel"`` or ``"nbgrader"``) with the asker's stdin, stdout and stderr attached,
+then a line of JSON (``argv``, ``cwd``, ``env``; for a kernel ``memory``, its
+address-space cap, and ``sandbox``, its :class:`course.grading.sandbox.Policy`).
+The zygote reads only the header and forks: the line, which may hold the
+gradebook's URL, is read by the child alone, so no later kernel forked from the
+zygote finds it in memory. The child takes those streams, the cwd and the
 environment, starts its own session and box, and exits when the asker's end of the
-connection closes, however the asker ended. The zygote answers with the child's pid
-(a line); an nbgrader child sends its exit code (a line) as it exits.
+connection closes, however the asker ended. A sandboxed kernel
+(:func:`course.grading.sandbox.enter`) is a keeper outside and the kernel inside.
+The zygote answers with the child's pid (a line); an nbgrader child sends its exit
+code (a line) as it exits.
 
     python -m course.grading.zygote SOCKET_PATH
 """
@@ -23,7 +29,16 @@ import socket
 import sys
 import threading
 
-from . import contain, import_jsonschema_lean
+from . import contain, import_jsonschema_lean, sandbox
+
+HEADER = 64  # bytes of a request's header, padded with spaces
+
+
+def ask(conn: socket.socket, kind: str, request: dict, fds: list[int]) -> None:
+    """Send a request (the asker's side): the header with ``fds``, then the line."""
+    header = json.dumps({"kind": kind}).encode().ljust(HEADER)
+    socket.send_fds(conn, [header], fds)
+    conn.sendall(json.dumps(request).encode() + b"\n")
 
 
 def _preload() -> None:
@@ -75,17 +90,14 @@ def _preload() -> None:
 
     from course.grading import judge  # noqa: F401
 
+    sandbox.available()  # asked once here: every nbgrader forked knows the answer
+
 
 def _take_over(conn: socket.socket, request: dict, fds: list[int], last=None) -> None:
     """In the forked child: the asker's streams, cwd and env; exit when the asker
     goes (after calling ``last``, if given)."""
-    os.setsid()  # its own process group: killpg from student code reaches only it
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
+    _take_streams(request, fds)
     os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
 
     def exit_with_asker() -> None:
         conn.recv(1)  # returns when the asker is gone, however it ended
@@ -94,6 +106,16 @@ def _take_over(conn: socket.socket, request: dict, fds: list[int], last=None) ->
         os._exit(1)
 
     threading.Thread(target=exit_with_asker, daemon=True).start()
+
+
+def _take_streams(request: dict, fds: list[int]) -> None:
+    """The asker's streams and environment, in a session of the child's own."""
+    os.setsid()  # its own process group: killpg from student code reaches only it
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
 
 
 def _become_nbgrader(conn: socket.socket, request: dict, fds: list[int]) -> None:
@@ -119,11 +141,24 @@ def _become_nbgrader(conn: socket.socket, request: dict, fds: list[int]) -> None
 
 
 def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
-    """In the forked child: take the proxy's streams, cwd and env, run ipykernel."""
-    _take_over(conn, request, fds)
-    contain.enter_box(request["env"])
+    """In the forked child: take the proxy's streams, cwd and env, run ipykernel
+    (in a sandbox, if the request has a policy)."""
+    policy = request.get("sandbox")
+    if policy:
+        _take_streams(request, fds)
+        contain.enter_box(request["box"])
+        request["argv"] = sandbox.enter(
+            sandbox.Policy.from_env(policy),
+            argv=request["argv"],
+            cwd=request["cwd"],
+            asker=conn,
+        )
+        conn.detach()  # closed in the sandbox: its number may be reused
+    else:
+        _take_over(conn, request, fds)
+        contain.enter_box(request["env"])
     sys.path[0] = request["cwd"]
-    if request.get("memory"):
+    if request.get("memory") and not policy:
         limit = int(request["memory"])
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     import numpy
@@ -152,13 +187,20 @@ def serve(path: str) -> None:
     server.listen(64)
     while True:
         conn, _ = server.accept()
-        data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
-        request = json.loads(data)
+        header, fds, _, _ = socket.recv_fds(conn, HEADER, 3)
+        if len(header) != HEADER or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+            continue
+        kind = json.loads(header)["kind"]
         pid = os.fork()
         if pid == 0:
             server.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            if request.get("nbgrader"):
+            with conn.makefile("rb", buffering=0) as lines:
+                request = json.loads(lines.readline())
+            if kind == "nbgrader":
                 _become_nbgrader(conn, request, fds)
             _become_kernel(conn, request, fds)
         for fd in fds:
