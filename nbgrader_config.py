@@ -45,6 +45,11 @@ c.Autograde.autograde_preprocessors = [
 # subclass of nbgrader.plugins.LateSubmissionPlugin can take points per hour.
 c.LateSubmissionPlugin.penalty_method = "zero"
 c.GuardedExecute.memory_limit = 4.0  # GiB per kernel; peak use is under 1 GiB
+# Every kernel in a sandbox of its own (docs/security.md): an unprivileged user in
+# namespaces of its own that sees only what a notebook needs. "on" refuses to grade
+# where the machine cannot; "off" only as an explicit choice (course grade
+# --no-sandbox says so in the class report).
+c.GuardedExecute.sandbox = "on"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 

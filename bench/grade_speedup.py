@@ -11,6 +11,11 @@ the tests. The cluster's start-up is inside each ``course grade`` time.
     .venv/bin/python bench/grade_speedup.py --students 20            # all assignments
     .venv/bin/python bench/grade_speedup.py --students 6 01_config    # a quick run
     .venv/bin/python bench/grade_speedup.py --students 4 --no-baseline  # course grade only
+    .venv/bin/python bench/grade_speedup.py --students 10 --sandbox-rounds 3 01_config
+
+``--sandbox-rounds R`` measures what the sandbox costs instead: the same class graded
+R times with and R times without it (``--no-sandbox``), alternating, on the
+embedded cluster; it prints the mean task and run times and their ratios.
 """
 
 from __future__ import annotations
@@ -84,6 +89,31 @@ def task_seconds(root: Path) -> float:
     return sum(seconds) / len(seconds)
 
 
+def sandbox_cost(assignments: list[str], students: int, rounds: int) -> None:
+    """Alternate course grade with and without the sandbox; print the ratios."""
+    runs: dict[str, list[tuple[float, float]]] = {"sandbox": [], "no sandbox": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp, "class")
+        make_class(root, assignments, students)
+        for r in range(rounds):
+            order = (
+                ("sandbox", "no sandbox") if r % 2 == 0 else ("no sandbox", "sandbox")
+            )
+            for way in order:
+                extra = ["--force"] + (["--no-sandbox"] if way == "no sandbox" else [])
+                wall = course_grade(root, assignments, *extra)
+                runs[way].append((wall, task_seconds(root)))
+    mean = {
+        way: [sum(x) / len(x) for x in zip(*r, strict=True)] for way, r in runs.items()
+    }
+    for way, (wall, task) in mean.items():
+        print(f"{way:12s} run {wall:7.2f} s   task {task:5.3f} s")
+    (wall_on, task_on), (wall_off, task_off) = mean["sandbox"], mean["no sandbox"]
+    print(
+        f"sandbox / no sandbox: run {wall_on / wall_off:.3f}x, task {task_on / task_off:.3f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("assignments", nargs="*")
@@ -93,8 +123,12 @@ def main() -> None:
         action="store_true",
         help="time course grade only (e.g. to compare two versions of the course)",
     )
+    parser.add_argument("--sandbox-rounds", type=int, default=0)
     args = parser.parse_args()
     assignments = args.assignments or grading.assignments()
+    if args.sandbox_rounds:
+        sandbox_cost(assignments, args.students, args.sandbox_rounds)
+        return
     ways = ("serial", "local", "cli")
     with tempfile.TemporaryDirectory() as tmp:
         roots = {way: Path(tmp, way) for way in ways}

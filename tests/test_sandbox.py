@@ -60,6 +60,7 @@ ATTACKS = {
     "ptrace": "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nif libc.ptrace(16, 1, 0, 0) == 0:\n    print('LEAK-ptrace')",
     "outlive": "import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(3600)', '{token}'])\n    os._exit(0)\nos.wait()",
     "kill_all": "import os, signal\nfor pid in [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n    if pid != os.getpid():\n        try:\n            os.kill(pid, signal.SIGKILL)\n        except OSError:\n            pass\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass",
+    "kill_worker": "import os, signal\npid = os.getppid()\nwhile pid > 1:\n    if b'spawn_main' in open(f'/proc/{{pid}}/cmdline', 'rb').read():\n        os.kill(pid, signal.SIGKILL)\n        print('LEAK-killed-worker')\n        break\n    pid = int(open(f'/proc/{{pid}}/stat').read().rsplit(')', 1)[1].split()[1])",
     "network": "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n    print('LEAK-network')\nexcept OSError:\n    pass",
 }
 READS = ("read_source", "read_other", "list_course")  # the control run's attacks
@@ -202,3 +203,8 @@ def test_without_the_sandbox_the_reads_succeed(tmp_path):
     )  # fmt: skip
     page = (root / "reports" / "report.html").read_text()
     assert "without the sandbox" in page, report.stdout
+
+
+def test_the_docs_count_the_attacks():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"grades {len(ATTACKS)} attacks" in readme

@@ -21,24 +21,23 @@ so ``nbgrader autograde``, the formgrader and ``python -m course grade`` all use
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import sys
 import tempfile
 import time
 
-from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.kernelspec import KernelSpec
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import ensure_async, run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Enum, Float, Integer
+from traitlets import Bool, Enum, Float, Integer, default
 
 from ..checks import evidence
 from ..i18n import say
 from . import contain, sandbox
 from .enames import DEAF, KERNEL_DIED, NOT_RUN
+from .kernels import LimitedKernelManager, PromptClient
 from .warm import MEMORY_ENV
 
 TRUNCATED = "... Output truncated: the notebook printed too much ...\n"
@@ -58,36 +57,6 @@ def is_test_cell(cell: NotebookNode) -> bool:
     """A locked, graded code cell: the tests, restored from the release."""
     meta = cell.metadata.get("nbgrader", {})
     return bool(meta.get("grade")) and not meta.get("solution")
-
-
-class PromptClient(AsyncKernelClient):
-    """jupyter_client's kernel client, ready as soon as the kernel has answered.
-
-    Stock ``wait_for_ready`` then waits for IOPub to stay quiet for 0.2 s, time in
-    which the worker's core idles, once per notebook. Nothing needs that: nbclient
-    takes only the outputs whose parent is the cell it runs.
-    """
-
-    async def wait_for_ready(self, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (timeout or float("inf"))
-        while True:
-            self.kernel_info()
-            try:
-                reply = await self.shell_channel.get_msg(timeout=1)
-            except queue.Empty:
-                reply = {"msg_type": None}
-            if reply["msg_type"] == "kernel_info_reply":
-                try:
-                    await self.iopub_channel.get_msg(timeout=0.2)  # IOPub is up
-                except queue.Empty:
-                    pass
-                else:
-                    self._handle_kernel_info_reply(reply)
-                    return
-            if not await self._async_is_alive():
-                raise RuntimeError("Kernel died before replying to kernel_info")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
 
 
 class GuardedExecute(Execute):
@@ -136,6 +105,10 @@ class GuardedExecute(Execute):
     stop_output = Float(
         50.0, help="MiB of printed output after which the kernel is stopped."
     ).tag(config=True)
+
+    @default("kernel_manager_class")
+    def _kernel_manager_class_default(self) -> type:
+        return LimitedKernelManager
 
     def preprocess(self, nb, resources=None, km=None):
         self._printed = 0  # characters of stream output so far

@@ -73,10 +73,10 @@ def build(
             os.symlink(os.readlink(path), staging + path)
         else:
             _bind(path, staging + path, writable=False)
-    if ipc:
-        _bind(ipc, staging + ipc, writable=True)
     _tmpfs(staging + cwd, uid, size, "700")
     _copy(cwd, staging + cwd, uid)
+    if ipc:  # last: it may lie below the working folder
+        _bind(ipc, staging + ipc, writable=True)
     for path, data in files.items():
         os.makedirs(os.path.dirname(staging + path), exist_ok=True)
         Path(staging + path).write_bytes(data)

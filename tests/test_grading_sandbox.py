@@ -1,0 +1,216 @@
+"""course.grading.sandbox: the probe, a sandboxed warm kernel's life (interrupts,
+its proxy's death), a machine that cannot sandbox, and secrets kept out of a
+kernel's memory. The attacks themselves are tests/test_sandbox.py."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from jupyter_client.manager import KernelManager
+from services import reachable_by_all
+
+from course.grading import contain, sandbox, tool_env, warm
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="reads other processes' memory"),
+    pytest.mark.xdist_group("sandbox"),
+]
+SECRET = f"secret-{uuid.uuid4().hex}"
+VIEW = """
+import json, os
+print(json.dumps({"uid": os.getuid(), "pid": os.getpid(), "root": sorted(os.listdir("/")),
+                  "env": sorted(os.environ), "cwd": os.getcwd(), "files": os.listdir(".")}))
+"""
+
+
+def test_this_machine_can_sandbox_as_root_and_as_a_user():
+    assert sandbox.probe() is None
+    with reachable_by_all(Path(sys.executable), Path(sys.base_prefix) / "lib"):
+        proc = subprocess.run(
+            ["runuser", "-u", "nobody", "--", sys.executable, "-m", "course.grading.sandbox"],
+            capture_output=True, text=True, cwd="/tmp", timeout=60,
+        )  # fmt: skip
+    assert proc.stdout.strip() == "sandboxed", proc.stderr
+
+
+def test_a_machine_that_cannot_sandbox_is_refused_before_grading(tmp_path):
+    """Inside a user namespace that may make no more of them (and maps no uid for a
+    slot) no kernel can be sandboxed: course grade says why, in one sentence, and
+    grades nothing."""
+    from course import grading
+
+    root = grading.make_course(tmp_path / "course")
+    grading.release(["01_config"], root)
+    release = grading.notebook_path(root, "release", "01_config")
+    submitted = grading.notebook_path(root, "submitted", "01_config", "ana")
+    submitted.parent.mkdir(parents=True)
+    submitted.write_bytes(release.read_bytes())
+    script = (
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec "
+        f"{sys.executable} -m course grade 01_config --root={root} --workers=1"
+    )
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "sh", "-c", script],
+        capture_output=True, text=True, timeout=300, env=tool_env(),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    refusal = [ln for ln in proc.stdout.splitlines() if ln.startswith("Not grading")]
+    assert len(refusal) == 1 and "--no-sandbox" in refusal[0], proc.stdout
+    assert not (root / "autograded").exists()
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory):
+    """A zygote started with a secret in its environment, as a grader's would be."""
+    tmp = tmp_path_factory.mktemp("zygote")
+    env = {**tool_env(), "PGPASSWORD": SECRET}
+    proc, warm_env = warm.start(tmp, env)
+    assert warm.wait_ready(proc, warm_env), (tmp / "zygote.log").read_text()
+    yield proc, warm_env
+    warm.stop(proc)
+
+
+def _kernel(env: dict, tmp_path: Path, cwd: Path) -> KernelManager:
+    """A sandboxed kernel started through the course's kernel command, as
+    GuardedExecute starts one: warm if ``env`` names a zygote, else cold."""
+    km = KernelManager(kernel_name="python3", transport="ipc")
+    (tmp_path / "ipc").mkdir()
+    km.ip = str(tmp_path / "ipc" / "kernel")
+    km.kernel_spec.argv[:3] = [sys.executable, "-m", "course.grading.warm"]
+    policy = sandbox.Policy().to_env()
+    km.start_kernel(
+        env={**env, "PGPASSWORD": SECRET, sandbox.ENV: policy}, cwd=str(cwd)
+    )
+    return km
+
+
+def _execute(km: KernelManager, code: str, timeout: float = 60) -> str:
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        out = []
+        kc.execute_interactive(
+            code,
+            timeout=timeout,
+            output_hook=lambda m: out.append(m["content"].get("text", "")),
+        )
+        return "".join(out)
+    finally:
+        kc.stop_channels()
+
+
+def test_a_sandboxed_kernel_sees_only_its_own_world(zygote, tmp_path):
+    cwd = tmp_path / "notebook"
+    cwd.mkdir()
+    (cwd / "helper.py").write_text("X = 1\n")
+    (cwd / "answers.ipynb").write_text("{}")
+    km = _kernel(zygote[1], tmp_path, cwd)
+    try:
+        view = json.loads(_execute(km, VIEW))
+    finally:
+        km.shutdown_kernel(now=True)
+    assert view["uid"] >= sandbox.SLOT_UID and view["pid"] == 2
+    assert view["cwd"] == str(cwd) and view["files"] == ["helper.py"]
+    assert "work" not in view["root"] or Path(sys.prefix).is_relative_to("/work")
+    assert "PGPASSWORD" not in view["env"] and sandbox.ENV not in view["env"]
+
+
+def _memory(pid: int) -> bytes:
+    """The writable memory of process ``pid`` (read from outside, as root)."""
+    chunks = []
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem:
+        for line in maps:
+            fields = line.split()
+            if not fields[1].startswith("rw"):
+                continue
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            try:
+                mem.seek(lo)
+                chunks.append(mem.read(hi - lo))
+            except OSError:
+                continue
+    return b"".join(chunks)
+
+
+def _sandboxed_kernels(zygote_pid: int) -> set[int]:
+    """The zygote's descendants that are pid 2 of a PID namespace: its kernels."""
+    found = set()
+    for pid in contain.descendants(zygote_pid):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        nspid = next(ln for ln in status.splitlines() if ln.startswith("NSpid"))
+        if nspid.split()[-1] == "2" and contain.running(pid):
+            found.add(pid)
+    return found
+
+
+def test_no_secret_of_the_grader_reaches_a_kernel_s_memory(zygote, tmp_path):
+    """The gradebook's password reaches the zygote in a request's line (which only
+    the forked nbgrader reads) and the proxy in its environment: the kernel finds it
+    nowhere in its memory. The proxy, which had it, shows the scan finds it."""
+    argv = ["--version", f"--CourseDirectory.db_url=postgresql://u:{SECRET}@h/db"]
+    ran = warm.nbgrader(argv, cwd=str(tmp_path), env=zygote[1], timeout=60)
+    assert ran is not None and ran[1] == 0, ran
+    km = _kernel(zygote[1], tmp_path, tmp_path)
+    try:
+        assert _execute(km, "print('up')").strip() == "up"
+        kernels = _sandboxed_kernels(zygote[0].pid)
+        assert kernels
+        for pid in kernels:
+            assert SECRET.encode() not in _memory(pid)
+        assert SECRET.encode() not in _memory(zygote[0].pid)
+        assert SECRET.encode() in _memory(km.provisioner.pid)  # the scan works
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def test_an_interrupt_reaches_a_sandboxed_kernel(zygote, tmp_path):
+    km = _kernel(zygote[1], tmp_path, tmp_path)
+    try:
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        msg = kc.execute("import time\nwhile True:\n    time.sleep(0.1)")
+        time.sleep(1)
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=30)
+        assert reply["parent_header"]["msg_id"] == msg
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        kc.stop_channels()
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def test_a_sandbox_dies_with_its_proxy(zygote, tmp_path):
+    km = _kernel(zygote[1], tmp_path, tmp_path)
+    assert _execute(km, "print('up')").strip() == "up"
+    kernels = _sandboxed_kernels(zygote[0].pid)
+    assert kernels
+    os.kill(km.provisioner.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(map(contain.running, kernels)):
+        time.sleep(0.1)
+    assert not any(map(contain.running, kernels))
+    km.shutdown_kernel(now=True)
+
+
+def test_a_cold_kernel_is_sandboxed_too(tmp_path):
+    """No zygote (``course grade --cold``, plain nbgrader): the kernel command
+    sandboxes the kernel it starts."""
+    env = tool_env()
+    env.pop(warm.SOCKET_ENV, None)
+    km = _kernel(env, tmp_path, tmp_path)
+    try:
+        view = json.loads(_execute(km, VIEW, timeout=120))
+    finally:
+        km.shutdown_kernel(now=True)
+    assert view["uid"] >= sandbox.SLOT_UID and view["pid"] == 2
