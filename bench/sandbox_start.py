@@ -7,9 +7,10 @@ and the course, load the model), ``--rounds`` times, alternating the ways:
 * ``warm+sandbox``: forked from the zygote, then :func:`course.grading.sandbox.enter`
   (namespaces, mounts, seccomp in the forked child: what the course does);
 * ``cold``: a new ``ipykernel`` process (``--cold``), no sandbox;
-* ``bubblewrap``: a new ``ipykernel`` inside Debian's ``bwrap`` (namespaces, a
-  read-only root, its own /tmp and /proc): a sandbox that must ``exec``, so it
-  cannot take a kernel from the zygote. Skipped if ``bwrap`` is not installed.
+* ``bubblewrap``: Debian's ``bwrap`` (namespaces, a read-only root, its own /tmp
+  and /proc) running a new Python on the same cell, against ``python`` doing so
+  without it: a sandbox that must ``exec`` cannot take a kernel from the zygote, so
+  this is what each of its kernels would pay at least. Skipped without ``bwrap``.
 
     sudo apt-get install bubblewrap    # only for the comparison
     .venv/bin/python bench/sandbox_start.py --rounds 5
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,13 +31,23 @@ from jupyter_client.manager import KernelManager
 
 from course.grading import sandbox, tool_env, warm
 
-CELL = "import torch\nfrom course import models\nmodels.load()\n"
+CELL = "import torch\nfrom course import models\n_ = models.load()\n"
 
 
-def _bwrap(python: list[str], ipc: str) -> list[str]:
-    binds = ["--ro-bind", "/", "/", "--tmpfs", "/tmp", "--bind", ipc, ipc]
-    return ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-            "--proc", "/proc", "--dev", "/dev", *binds, *python]  # fmt: skip
+def _bwrap(command: list[str]) -> list[str]:
+    mounts = ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+              "--tmpfs", "/tmp"]  # fmt: skip
+    return ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", *mounts,
+            *command]  # fmt: skip
+
+
+def run_process(way: str) -> float:
+    """Seconds a new Python takes to run :data:`CELL` (in ``bwrap`` or not)."""
+    command = [sys.executable, "-c", CELL]
+    start = time.perf_counter()
+    subprocess.run(_bwrap(command) if way == "bubblewrap" else command, check=True,
+                   stdout=subprocess.DEVNULL, env=tool_env())  # fmt: skip
+    return time.perf_counter() - start
 
 
 def start_and_run(way: str, env: dict) -> float:
@@ -44,11 +56,9 @@ def start_and_run(way: str, env: dict) -> float:
         km = KernelManager(kernel_name="python3", transport="ipc")
         km.ip = str(Path(tmp, "kernel"))
         python = [sys.executable, "-m", "course.grading.warm"]
-        if way == "bubblewrap":
-            python = _bwrap([sys.executable, "-m", "ipykernel_launcher"], tmp)
         km.kernel_spec.argv[: len(km.kernel_spec.argv) - 2] = python
         env = dict(env)
-        if way in ("cold", "bubblewrap"):
+        if way == "cold":
             env.pop(warm.SOCKET_ENV, None)
         if way == "warm+sandbox":
             env[sandbox.ENV] = sandbox.Policy().to_env()
@@ -69,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    ways = ["warm", "warm+sandbox", "cold"]
+    ways = ["warm", "warm+sandbox", "cold", "python"]
     if shutil.which("bwrap"):
         ways.append("bubblewrap")
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,7 +89,8 @@ def main() -> None:
         try:
             for r in range(args.rounds):
                 for way in ways if r % 2 == 0 else ways[::-1]:
-                    seconds[way].append(start_and_run(way, env))
+                    run = run_process if way in ("python", "bubblewrap") else None
+                    seconds[way].append(run(way) if run else start_and_run(way, env))
         finally:
             warm.stop(zygote)
     base = statistics.median(seconds["warm"])
