@@ -177,7 +177,12 @@ check.causal_attention_random(causal_attention, seed=803)
 # information. Permute the tokens: if the layer cannot see order, its output is
 # the original output permuted the same way: `layer(x[:, perm]) ≈
 # layer(x)[:, perm]`. Compare with a tolerance — reordering tokens reorders the
-# float sums inside the softmax and the matrix products.
+# float sums inside the softmax and the matrix products. Use
+# `torch.allclose(a, b, atol=1e-5, rtol=1e-4)`: in float32 the reordered sums
+# differ by up to about 5e-7, and `torch.allclose`'s defaults (`atol=1e-8`,
+# `rtol=1e-5`) are too tight for outputs near zero. The tests run their layers in
+# float64, where the rounding is far below either tolerance, and a layer that
+# sees order changes its output by far more than either.
 #
 # **Exercise 4.** Write `permutation_check(layer, hidden, perm)` returning a
 # Python bool: whether `layer` (called as `layer(hidden)`, returning (B, T, D)) is

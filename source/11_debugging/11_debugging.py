@@ -410,6 +410,14 @@ for T in (512, 2048, 8192, 32768):
 # softmax attention, with at most a (Tq, chunk_size) block in memory. (This is the
 # idea behind FlashAttention.)
 #
+# Masks need one guard. With a dense mask and small blocks, a query may attend
+# no key of its first block: its max is still $m' = -\infty$, and
+# $e^{-\infty - (-\infty)}$ is NaN, which then spreads to $\ell$, $a$ and the
+# context. Subtract 0 instead of $m'$ where $m' = -\infty$: the block's terms are
+# $e^{-\infty} = 0$, it adds nothing, and every running value stays finite. (A
+# query that may attend no key at all is `masked_softmax`'s case; here every query
+# has at least one.)
+#
 # **Exercise 5.** Write `chunked_attention(Q, K, V, chunk_size, mask=None)`:
 # Q (..., Tq, d), K and V (..., Tk, d), an optional bool mask (..., Tq, Tk) with
 # True = may attend; return the context (..., Tq, d). Never build a whole
