@@ -232,6 +232,28 @@ check.permutation_check_random(permutation_check, seed=804)
 # learned position embeddings with sinusoids: one advantage of each.
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** The layers stay blind to order; the order enters with the
+# input. BERT adds a learned position embedding (one vector per position) to each
+# token's embedding before the first layer, so "dog" at position 1 and "dog" at
+# position 3 are different vectors, and "dog bites man" and "man bites dog" give
+# different inputs. Learned embeddings: free vectors fitted to the data, they learn
+# whatever position information the task needs (but stop at
+# `max_position_embeddings`, and rarely seen positions are poorly trained).
+# Sinusoids: no parameters, defined for any length (also past the training length),
+# and a fixed offset is a linear map (a rotation) of the encoding, so relative
+# positions are easy to read.
+#
+# **Rubric (2 points).**
+#
+# * 1 point: positions enter the input: a position embedding added to each token
+#   embedding, so the same word at another position is another vector (the layer
+#   itself still cannot see order).
+# * 1 point: one valid advantage of each (learned: fitted to the data and task;
+#   sinusoids: no parameters, any length, offsets as linear maps). Both are needed for
+#   the point.
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE
