@@ -532,3 +532,73 @@ def test_chinese_plots_use_a_cjk_font_and_english_ones_are_unchanged(lang):
     report = (grading.ROOT / "course" / "grading" / "report.py").read_text()
     assert "from ..fonts import use_cjk_fonts" in report
     assert "CJK_FONTS" not in report
+
+
+# One Chinese term per concept: each variant on the left was replaced by the term on
+# the right (README.zh.md's glossary), or is a literal metaphor of the English.
+VARIANTS = {
+    "回显任务": "复述任务",
+    "书面作答": "书面回答",
+    "文字作答": "书面回答",
+    "词元类型": "片段",
+    "片段类型": "片段",
+    "留出数据": "留出集",
+    "切分": "拆分",
+    "批次": "批",
+    "跟随": "关注",
+    "看向": "关注",
+    "住在": "对应",
+    "大头": "单头",
+    "相遇": "点积",
+    "停平了": "不再下降",
+    "框成": "首尾加上",
+    "一块行": "行块",
+}
+_CODE = re.compile(r"```[\s\S]*?```|`[^`\n]*`|\$\$[\s\S]*?\$\$|\$[^$\n]*\$")
+_HAN = "\u4e00-\u9fff"
+
+
+def _chinese_pieces() -> list[tuple[str, str, str]]:
+    """``(catalog, msgid, msgstr)`` of both catalogs' translations."""
+    return [
+        (domain, m.id, m.string)
+        for domain in ("notebooks", "verdicts")
+        for m in i18n.read_catalog(i18n.catalog_path("zh", domain))
+        if m.id and m.string
+    ]
+
+
+def test_one_chinese_term_per_concept_and_full_width_punctuation():
+    problems = []
+    for domain, msgid, text in _chinese_pieces():
+        where = f"{domain}: {msgid[:50]!r}"
+        problems += [
+            f"{where}: {v} (say {t})" for v, t in VARIANTS.items() if v in text
+        ]
+        if re.search(rf"\*\*[^*\n]*[{_HAN}][^*\n]*\.\*\*", text):
+            problems.append(f"{where}: a bold label ends in an ASCII full stop")
+        prose = _CODE.sub(" ", text)
+        for found in re.finditer(rf"[{_HAN}）”][,;:?!]|[{_HAN}]\.(?=\s|$)", prose):
+            problems.append(f"{where}: ASCII punctuation {found.group()!r}")
+        if re.search(f"[{_HAN}]", prose) and '"' in prose:
+            problems.append(f"{where}: straight quotes in Chinese text")
+    assert problems == [], "\n".join(problems)
+
+
+def test_each_notebook_glosses_token_at_first_use_and_06_bridges_to_d2l():
+    table = i18n.translations(i18n.read_catalog(i18n.catalog_path("zh")))
+    glossed = 0
+    for py in authoring.sources():
+        markdown = [
+            table[(py.stem, c.source)]
+            for c in authoring.build(py).cells
+            if c.cell_type == "markdown" and i18n.pieces(c.source, "markdown")
+        ]
+        text = "\n".join(markdown)
+        if "词元" in text:
+            first = text.index("词元")
+            assert text[first:].startswith("词元（token）"), py.stem
+            glossed += 1
+    assert glossed >= 9
+    bridge = "\n".join(v for (c, _), v in table.items() if c == "06_manual_attention")
+    assert "注意力汇聚" in bridge and "掩蔽 softmax" in bridge
