@@ -53,11 +53,16 @@ c.GuardedExecute.sandbox = "on"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Feedback shows scores and messages, never hidden test source or tracebacks into it.
+# Feedback shows scores and messages, never hidden test source or tracebacks into it,
+# nor the written answers' model answers and rubrics: each task cell holds one
+# between nbgrader's "=== BEGIN MARK SCHEME ===" / "=== END MARK SCHEME ===" lines,
+# which generate_assignment leaves out of release/, formgrader shows the grader (the
+# autograded notebook's task cells are the source's) and ClearMarkScheme removes here.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "course.grading.feedback.ScrubHiddenTests",
     "nbgrader.preprocessors.ClearHiddenTests",
+    "nbgrader.preprocessors.ClearMarkScheme",
     "course.grading.feedback.RedactTestCells",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

@@ -17,3 +17,8 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 __version__ = "0.1.0"
+
+# The Chinese edition's plots: a CJK font once pyplot is loaded (course.fonts).
+from . import fonts  # noqa: E402
+
+fonts.follow_language()

@@ -22,6 +22,7 @@ The Chinese edition's ``nbgrader_config.py`` sets it for nbgrader and its kernel
 
 from __future__ import annotations
 
+import ast
 import gettext
 import io
 import os
@@ -177,11 +178,86 @@ def translations(catalog) -> dict[tuple[str, str], str]:
     }
 
 
+#: Where a code cell's string is a label a reader reads (a plot's title, a printed
+#: line): an argument of these calls, the value of these keywords anywhere, or the
+#: value assigned to (or looped over into) a variable of these names.
+LABEL_CALLS = frozenset(
+    {"print", "set_title", "set_xlabel", "set_ylabel", "suptitle", "title"}
+    | {"xlabel", "ylabel", "text", "annotate"}
+)
+LABEL_KEYWORDS = frozenset({"title", "xlabel", "ylabel", "label"})
+LABEL_NAMES = frozenset({"title", "label"})
+_FIELDS = re.compile(r"\{[^{}]*\}")  # an f-string's {expression}: never translated
+
+
+def _strings(node) -> list:
+    """The string literals in ``node``, not inside a call or a subscript of it."""
+    if isinstance(node, ast.Constant):
+        return [node] if isinstance(node.value, str) else []
+    if isinstance(node, ast.JoinedStr):
+        return [node]
+    if isinstance(node, ast.Call | ast.Subscript | ast.Compare | ast.Lambda):
+        return []
+    return [s for child in ast.iter_child_nodes(node) for s in _strings(child)]
+
+
+def _names(target) -> set[str]:
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def label_strings(source: str) -> set[tuple[int, int]]:
+    """``(line, column)`` of every string token of a code cell that is a label.
+
+    The rule: :data:`LABEL_CALLS`, :data:`LABEL_KEYWORDS`, :data:`LABEL_NAMES`.
+    Any other string (a text the model reads, a key, a colormap) is code.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython syntax: no labels
+        return set()
+    nodes = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else None
+            name = func.id if isinstance(func, ast.Name) else name
+            if name in LABEL_CALLS:
+                nodes += [s for arg in node.args for s in _strings(arg)]
+            for kw in node.keywords:
+                if kw.arg in LABEL_KEYWORDS:
+                    nodes += _strings(kw.value)
+        elif isinstance(node, ast.Assign):
+            if any(_names(t) & LABEL_NAMES for t in node.targets):
+                nodes += _strings(node.value)
+        elif isinstance(node, ast.For) and _names(node.target) & LABEL_NAMES:
+            nodes += _strings(node.iter)
+    lines = source.splitlines(keepends=True)
+    spans = set()
+    for n in nodes:  # ast columns count UTF-8 bytes; tokenize's count characters
+        first = lines[n.lineno - 1].encode()[: n.col_offset].decode()
+        last = lines[n.end_lineno - 1].encode()[: n.end_col_offset].decode()
+        spans.add(((n.lineno, len(first)), (n.end_lineno, len(last))))
+    found = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.STRING and any(a <= tok.start < b for a, b in spans):
+            found.add(tok.start)
+    return found
+
+
+def _inside_quotes(token: str) -> tuple[int, int]:
+    """Where a string token's text starts and ends (after its prefix and quotes)."""
+    prefix = len(token) - len(token.lstrip("rRbBuUfF"))
+    quote = 3 if token[prefix : prefix + 3] in ('"""', "'''") else 1
+    return prefix + quote, len(token) - quote
+
+
 def pieces(source: str, cell_type: str) -> list[tuple[int, int, str]]:
     """What a reader reads in one cell: ``(start, end, text)`` spans of ``source``.
 
-    A markdown cell is one piece. In code: each comment (its text after ``#``) and
-    each docstring (between its triple quotes) that holds words.
+    A markdown cell is one piece. In code: each comment (its text after ``#``),
+    each docstring (between its triple quotes) and each label string
+    (:func:`label_strings`: a plot's title, a printed line, between its quotes)
+    that holds words (an f-string's ``{fields}`` are no words).
     """
     if cell_type == "markdown":
         return [(0, len(source), source)] if WORDS.search(source) else []
@@ -189,6 +265,7 @@ def pieces(source: str, cell_type: str) -> list[tuple[int, int, str]]:
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
+    labels = label_strings(source)
     found = []
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         start = offsets[tok.start[0] - 1] + tok.start[1]
@@ -199,6 +276,11 @@ def pieces(source: str, cell_type: str) -> list[tuple[int, int, str]]:
                 found.append((end - len(tok.string[1:].lstrip()), end, text))
         elif tok.type == tokenize.STRING and tok.string.startswith('"""'):
             found.append((start + 3, end - 3, tok.string[3:-3]))
+        elif tok.type == tokenize.STRING and tok.start in labels:
+            a, b = _inside_quotes(tok.string)
+            text = tok.string[a:b]
+            if WORDS.search(_FIELDS.sub("", text)):
+                found.append((start + a, start + b, text))
     return found
 
 

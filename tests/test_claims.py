@@ -9,16 +9,18 @@ transformers change what they do, the test fails and the sentence gets fixed.
 
 import copy
 import json
+import math
 import re
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from harness import fixture_module
 from torch import nn
 
 from course import models
-from course.checks import CheckFailed, debugging, pictures
+from course.checks import CheckFailed, chunked, debugging, pictures, positions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -305,3 +307,67 @@ def test_top_attended_may_return_a_tuple():
     with pytest.raises(CheckFailed, match="list"):
         pictures.top_attended_small(lambda *a: "tok0 tok1 tok2")
     says("10_visualize", "as a list of str (a tuple is fine too)")
+
+
+# 08 §3: the permutation check's tolerance
+
+
+def _perm_gap(dtype, seed: int) -> torch.Tensor:
+    """|layer(x[:, perm]) - layer(x)[:, perm]| for one BERT layer (no positions)."""
+    g = torch.Generator().manual_seed(seed)
+    layer = models.tiny_bert(seed=seed, num_layers=1, num_heads=4).encoder.layer[0]
+    layer = layer.to(dtype)
+    x = torch.randn(2, 16, 32, generator=g, dtype=dtype) * 0.5
+    perm = torch.randperm(16, generator=g)
+    with torch.no_grad():
+        return layer(x[:, perm]), layer(x)[:, perm]
+
+
+def test_the_permutation_tolerance_fits_float32_and_the_checks_run_in_float64():
+    seeds = range(12)
+    gaps = [_perm_gap(torch.float32, s) for s in seeds]
+    assert max((a - b).abs().max().item() for a, b in gaps) <= 5e-7 * 1.5
+    assert all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in gaps)
+    # allclose's defaults fail some float32 layers (near-zero outputs) ...
+    assert not all(torch.allclose(a, b) for a, b in gaps)
+    # ... and never a float64 one, nor would exact equality pass there
+    wide = [_perm_gap(torch.float64, s) for s in seeds]
+    assert all(torch.allclose(a, b) and not torch.equal(a, b) for a, b in wide)
+    assert positions.PERM_DTYPE == torch.float64
+    says(
+        "08_positions_and_masks",
+        "`torch.allclose(a, b, atol=1e-5, rtol=1e-4)`",
+        "in float32 the reordered sums differ by up to about 5e-7",
+        "The tests run their layers in float64",
+    )
+    says("08_positions_and_masks", "atol=1e-5, rtol=1e-4", "float64", both=True)
+
+
+# 11 §5: a first block that is all masked
+
+
+def test_a_running_max_left_at_minus_inf_gives_nan_and_the_check_says_so():
+    m = torch.tensor(float("-inf"))
+    assert torch.exp(m - m).isnan()
+    guarded = torch.exp(m - torch.where(m.isinf(), 0.0, m))
+    assert guarded == 0
+    gen = torch.Generator().manual_seed(5)
+    mask = chunked._mask(gen, (2,), 5, 12, chunk=2)
+    assert not mask[..., 0, :2].any() and mask.any(-1).all()
+
+    mutant = next(
+        m for m in fixture_module("11_debugging").MUTANTS if "left at -inf" in m.name
+    )
+    ns = {"math": math, "torch": torch}
+    exec(mutant.code, ns)  # the fixture's unguarded running max
+    unguarded = ns["chunked_attention"]
+
+    with pytest.raises(CheckFailed, match="first block of keys is all masked"):
+        chunked.chunked_attention_mask(unguarded)
+    says(
+        "11_debugging",
+        "a query may attend no key of its first block",
+        "$e^{-\\infty - (-\\infty)}$ is NaN",
+        "Subtract 0 instead of $m'$ where $m' = -\\infty$",
+    )
+    says("11_debugging", "$e^{-\\infty - (-\\infty)}$", both=True)

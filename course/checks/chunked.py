@@ -16,12 +16,20 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..i18n import say
+from ..i18n import N_, say
 from . import call, expect_close, expect_shape, fail, forbid, is_close
 from .attention import NO_SCALE
 from .debugging import FUSED, PER_BLOCK
 
 _sdpa = F.scaled_dot_product_attention
+
+#: A running max that starts at -inf and is used as it is: where a query's first
+#: block of keys is all masked, exp(-inf - (-inf)) is NaN for the whole row.
+MASKED_FIRST_BLOCK = N_(
+    "a query whose first block of keys is all masked gets NaN: its running max "
+    "is still -inf there, and exp(-inf - (-inf)) is NaN. Subtract 0 where the "
+    "max is -inf (that block adds nothing) and keep every running value finite."
+)
 
 
 class _Largest(TorchDispatchMode):
@@ -84,6 +92,12 @@ def _wrong(Q, K, V, chunk: int, mask=None) -> dict:
     wrong = {NO_SCALE: oracle(Q * math.sqrt(Q.shape[-1]), K, V, mask)}
     if chunk < K.shape[-2]:
         wrong[PER_BLOCK] = _per_block(Q, K, V, chunk, mask)
+        if mask is not None:
+            first = torch.broadcast_to(mask, (*Q.shape[:-1], K.shape[-2]))
+            empty = ~first[..., :chunk].any(-1, keepdim=True)  # (..., Tq, 1)
+            if bool(empty.any()):
+                right = oracle(Q, K, V, mask)
+                wrong[MASKED_FIRST_BLOCK] = right.masked_fill(empty, math.nan)
     return wrong
 
 
@@ -105,10 +119,17 @@ def _qkv(gen, batch, Tq: int, Tk: int, d: int, dtype=torch.float32):
     return draw(Tq), draw(Tk), draw(Tk)
 
 
-def _mask(gen, batch, Tq: int, Tk: int) -> torch.Tensor:
-    """Random bool (..., Tq, Tk), every query with at least one key it may attend."""
+def _mask(gen, batch, Tq: int, Tk: int, chunk: int = 0) -> torch.Tensor:
+    """Random bool (..., Tq, Tk), every query with at least one key it may attend.
+
+    With ``chunk`` < Tk, query 0 may attend no key of the first block (a running
+    max that is still -inf there) and the last key.
+    """
     mask = torch.rand(*batch, Tq, Tk, generator=gen) < 0.5
     mask[..., torch.randint(0, Tk, (1,), generator=gen)] = True
+    if 0 < chunk < Tk:
+        mask[..., 0, :chunk] = False
+        mask[..., 0, -1] = True
     return mask
 
 
@@ -127,6 +148,9 @@ def chunked_attention_mask(fn) -> None:
     causal = torch.ones(10, 10, dtype=torch.bool).tril()
     Q, K, V = _qkv(gen, (1, 2), 10, 10, 4)
     _expect_values(fn, Q, K, V, 3, causal)
+    # a dense random mask and small blocks: query 0 may attend nothing in the first
+    Q, K, V = _qkv(gen, (2,), 5, 12, 4)
+    _expect_values(fn, Q, K, V, 2, _mask(gen, (2,), 5, 12, chunk=2))
 
 
 def chunked_attention_memory(fn) -> None:
@@ -157,7 +181,9 @@ def chunked_attention_random(fn, seed: int) -> None:
     """Random shapes, chunk sizes (1 to more than Tk), masks and dtypes.
 
     The first case always splits the keys into several blocks and has no mask, so
-    that blocks normalised on their own are caught whatever the seed.
+    that blocks normalised on their own are caught whatever the seed. The last
+    case always has a dense random mask, small blocks and a query that may attend
+    nothing in the first block, so that a running max left at -inf (NaN) is too.
     """
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -169,5 +195,10 @@ def chunked_attention_random(fn, seed: int) -> None:
         dtype = rng.choice([torch.float32, torch.float64])
         Q, K, V = _qkv(gen, batch, Tq, Tk, d, dtype)
         masked = not split and rng.random() < 0.5
-        mask = _mask(gen, batch, Tq, Tk) if masked else None
+        mask = _mask(gen, batch, Tq, Tk, chunk) if masked else None
         _expect_values(fn, Q, K, V, chunk, mask)
+    batch = tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
+    Tq, Tk, d = rng.randint(1, 9), rng.randint(4, 20), rng.choice([2, 4, 8])
+    chunk = rng.randint(1, Tk // 2)
+    Q, K, V = _qkv(gen, batch, Tq, Tk, d, rng.choice([torch.float32, torch.float64]))
+    _expect_values(fn, Q, K, V, chunk, _mask(gen, batch, Tq, Tk, chunk))

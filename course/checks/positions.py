@@ -270,15 +270,25 @@ def _expect_perm(fn, layer, hidden, perm, truth: bool, what: str) -> None:
     )
 
 
+#: The dtype of every layer and input the permutation checks give a student's
+#: ``permutation_check``. In float64 reordering the tokens changes a BERT layer's
+#: output by about 1e-15, so any usual comparison (``torch.allclose`` with its
+#: defaults ``atol=1e-8, rtol=1e-5``, or the ``atol=1e-5, rtol=1e-4`` the notebook
+#: states) says True, while exact equality still says False and adding positions
+#: changes the output by O(1). In float32 the defaults fail near-zero outputs.
+PERM_DTYPE = torch.float64
+
+
 def _bert_layer(seed: int, heads: int = 4):
-    return models.tiny_bert(seed=seed, num_layers=1, num_heads=heads).encoder.layer[0]
+    model = models.tiny_bert(seed=seed, num_layers=1, num_heads=heads)
+    return model.encoder.layer[0].to(PERM_DTYPE)
 
 
 def permutation_check_bert(fn) -> None:
     """A BERT layer without positions: True (it cannot see order)."""
     layer = _bert_layer(0)
     g = torch.Generator().manual_seed(0)
-    hidden = torch.randn(2, 6, 32, generator=g)
+    hidden = torch.randn(2, 6, 32, generator=g, dtype=PERM_DTYPE)
     _expect_perm(
         fn, layer, hidden, torch.tensor([3, 0, 5, 1, 4, 2]), True, "a BERT layer"
     )
@@ -288,7 +298,7 @@ def permutation_check_positions(fn) -> None:
     """The same layer with sinusoidal positions added: False."""
     layer = AddPositions(_bert_layer(0), 32)
     g = torch.Generator().manual_seed(1)
-    hidden = torch.randn(2, 6, 32, generator=g)
+    hidden = torch.randn(2, 6, 32, generator=g, dtype=PERM_DTYPE)
     _expect_perm(
         fn,
         layer,
@@ -307,7 +317,8 @@ def permutation_check_random(fn, seed: int) -> None:
         heads = rng.choice([1, 2, 4])
         # 12+ tokens: reordering them changes float sums, so exact equality fails
         layer, T = _bert_layer(seed + i, heads), rng.randint(12, 20)
-        hidden = torch.randn(rng.randint(1, 3), T, heads * 8, generator=g) * 0.5
+        size = (rng.randint(1, 3), T, heads * 8)
+        hidden = torch.randn(size, generator=g, dtype=PERM_DTYPE) * 0.5
         perm = torch.randperm(T, generator=g)
         while equal(perm, torch.arange(T)):
             perm = torch.randperm(T, generator=g)

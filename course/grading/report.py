@@ -16,27 +16,11 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from ..fonts import use_cjk_fonts
 from ..i18n import language, say
 from . import cell_messages, cell_scores, notebook_path
 
-# Chinese labels need a CJK font; the first one installed is used (Debian's
-# fonts-wqy-microhei, which `make test` installs, or Noto CJK).
-CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC"]
-CJK_FILES = ("wqy-microhei", "notosanscjk")
 RUN_FILE = "grading-run.json"  # written by course grade: was the run sandboxed?
-
-
-def _use_cjk_fonts(plt) -> None:
-    """Put a CJK font first, adding the installed ones that matplotlib's font cache
-    (made before they were installed) does not know."""
-    from matplotlib import font_manager
-
-    if not {f.name for f in font_manager.fontManager.ttflist} & set(CJK_FONTS):
-        for path in font_manager.findSystemFonts():
-            if any(k in Path(path).name.lower() for k in CJK_FILES):
-                font_manager.fontManager.addfont(path)
-    rest = [f for f in plt.rcParams["font.sans-serif"] if f not in CJK_FONTS]
-    plt.rcParams["font.sans-serif"] = [*CJK_FONTS, *rest]
 
 
 def _plot_scores(totals: list[float], most: float, path: Path, title: str) -> None:
@@ -46,7 +30,7 @@ def _plot_scores(totals: list[float], most: float, path: Path, title: str) -> No
     import matplotlib.pyplot as plt
 
     if language() == "zh":
-        _use_cjk_fonts(plt)
+        use_cjk_fonts(plt)
 
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.hist(

@@ -168,6 +168,23 @@ check.query_linear_random(query_linear, seed=3301)
 # what that means for taking out the rows that belong to one attention head.
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** Each row of `weight` holds the weights of one output feature:
+# output j is `weight[j] @ x + bias[j]`, row j's dot product with the input, so
+# `y = x @ weight.T + bias` (the matrix convention y = Wx). The query projection's
+# outputs are the H heads' features laid end to end: head h owns outputs
+# h·d … (h+1)·d − 1, so its weights are the rows `h*d:(h+1)*d` (every column) and
+# its bias `bias[h*d:(h+1)*d]`. Columns are input features: a block of columns
+# mixes every head.
+#
+# **Rubric (2 points).**
+#
+# * 1 point: each row is one output feature's weights (output j = row j · x + b_j, y =
+#   x Wᵀ + b).
+# * 1 point: a head is d consecutive output features, so its weights are the rows h·d
+#   to (h+1)·d (and the same slice of the bias), not columns.
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE

@@ -180,6 +180,24 @@ check.attention_weights_random(attention_weights, seed=503)
 # and what would the wrong dim say instead?
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** One row of the scores is one query against every key. The
+# softmax over the last dim makes each row a distribution over the keys (it sums to
+# 1): the row of "bank" says how much of each token's value goes into the new
+# vector of "bank" (the river bank takes from "river", the other from "money"), a
+# weighted average. Over dim 0 each *key's column* is normalised across queries: the
+# numbers say how one key is shared among the queries, the row of "bank" no longer
+# sums to 1 (the printed row sums), and its output is no average of values.
+#
+# **Rubric (2 points).**
+#
+# * 1 point: the last dim is the keys; each query's row ("bank") becomes weights over
+#   the keys that sum to 1, the weights of an average of the values.
+# * 1 point: the wrong dim normalises over queries (how one key is shared among
+#   queries); the row of "bank" no longer sums to 1 and says nothing about what "bank"
+#   draws from.
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE
@@ -245,6 +263,23 @@ check.dot_product_std_random(dot_product_std, seed=504)
 # Use your numbers above and say what happens to the softmax in each case.
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** For unit-normal q and k, q·k is a sum of d_k products of
+# variance 1, so its standard deviation is √d_k (the unscaled std above is about
+# √d_k, the scaled one about 1). Unscaled, the scores grow with d_k, the softmax
+# saturates (almost one-hot) and its gradients vanish. Dividing by √d_k keeps the
+# std about 1 for any head size, so the softmax stays soft. Dividing by d_k
+# over-corrects: the std becomes 1/√d_k, the scores shrink towards 0 and the
+# softmax towards uniform, so a query can hardly prefer any key.
+#
+# **Rubric (2 points).**
+#
+# * 1 point: the std of q·k grows as √d_k (with the measured numbers), and dividing by
+#   √d_k brings it to about 1 whatever d_k.
+# * 1 point: the effect on the softmax: not scaled, saturated (nearly one-hot,
+#   vanishing gradients); divided by d_k, scores near 0 and weights nearly uniform.
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE

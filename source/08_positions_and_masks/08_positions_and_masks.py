@@ -177,7 +177,12 @@ check.causal_attention_random(causal_attention, seed=803)
 # information. Permute the tokens: if the layer cannot see order, its output is
 # the original output permuted the same way: `layer(x[:, perm]) ≈
 # layer(x)[:, perm]`. Compare with a tolerance — reordering tokens reorders the
-# float sums inside the softmax and the matrix products.
+# float sums inside the softmax and the matrix products. Use
+# `torch.allclose(a, b, atol=1e-5, rtol=1e-4)`: in float32 the reordered sums
+# differ by up to about 5e-7, and `torch.allclose`'s defaults (`atol=1e-8`,
+# `rtol=1e-5`) are too tight for outputs near zero. The tests run their layers in
+# float64, where the rounding is far below either tolerance, and a layer that
+# sees order changes its output by far more than either.
 #
 # **Exercise 4.** Write `permutation_check(layer, hidden, perm)` returning a
 # Python bool: whether `layer` (called as `layer(hidden)`, returning (B, T, D)) is
@@ -227,6 +232,28 @@ check.permutation_check_random(permutation_check, seed=804)
 # learned position embeddings with sinusoids: one advantage of each.
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** The layers stay blind to order; the order enters with the
+# input. BERT adds a learned position embedding (one vector per position) to each
+# token's embedding before the first layer, so "dog" at position 1 and "dog" at
+# position 3 are different vectors, and "dog bites man" and "man bites dog" give
+# different inputs. Learned embeddings: free vectors fitted to the data, they learn
+# whatever position information the task needs (but stop at
+# `max_position_embeddings`, and rarely seen positions are poorly trained).
+# Sinusoids: no parameters, defined for any length (also past the training length),
+# and a fixed offset is a linear map (a rotation) of the encoding, so relative
+# positions are easy to read.
+#
+# **Rubric (2 points).**
+#
+# * 1 point: positions enter the input: a position embedding added to each token
+#   embedding, so the same word at another position is another vector (the layer
+#   itself still cannot see order).
+# * 1 point: one valid advantage of each (learned: fitted to the data and task;
+#   sinusoids: no parameters, any length, offsets as linear maps). Both are needed for
+#   the point.
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE

@@ -265,6 +265,23 @@ for i in (T // 8, T // 2, T - 2):
 # `previous_token_heads` or `top_attended`, or what the views show).
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** The answer depends on the head chosen; a full answer reads
+# like this: "Layer *l*, head *h* attends to the previous token:
+# `previous_token_heads(attentions, 0.5)` lists (*l*, *h*), and `top_attended` for
+# the queries I tried returns the token just before each one; in the head view its
+# lines run one step to the left." A [SEP]/[CLS] head, a same-word head or a
+# next-token head described with such numbers is as good.
+#
+# **Rubric (2 points).**
+#
+# * 1 point: one head named by layer and head index, with a clear description of its
+#   pattern (previous token, [SEP]/[CLS], the same word, the next token, broad, ...).
+# * 1 point: evidence that supports it and that the grader can check: numbers from
+#   `previous_token_heads` or `top_attended` (or the weights), or a precise
+#   description of a view. Vague or contradicting evidence: 0 for this point.
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE

@@ -132,6 +132,25 @@ check.masked_softmax_random(masked_softmax, seed=1121)
 # `masked_fill(~mask, -1e9)` do there)?
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** Look for the first non-finite value, not at the loss:
+# `torch.autograd.set_detect_anomaly(True)`, or `torch.isfinite` asserted on each
+# layer's attention weights (forward hooks). The first NaN is in a softmax row
+# with no allowed key (a causal mask with left padding, an empty memory): 0/0. In
+# float16, -1e9 is no large finite number: float16 stops at 65504, so -1e9 is -inf.
+# `(1 - mask) * -1e9` gives -0 at allowed keys and -inf at blocked ones, the same as
+# filling with -inf, so a row with no allowed key is still NaN; and
+# `masked_fill(~mask, -1e9)` on float16 scores raises an overflow error. The fix:
+# fill with `torch.finfo(dtype).min` and give rows with no allowed key zeros.
+#
+# **Rubric (1 point).**
+#
+# * 0.5 point: where to look: the first non-finite value (anomaly detection or
+#   isfinite checks on the attention weights), a softmax row with no allowed key.
+# * 0.5 point: float16: -1e9 becomes -inf (float16 max 65504), so the additive form
+#   still gives NaN for fully masked rows, and masked_fill with -1e9 raises.
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE
@@ -206,6 +225,23 @@ check.key_mask_random(key_mask, seed=1122)
 # that catches an inverted (or missing) padding mask, and why it works.
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** Padding must be invisible: run the same short text alone and
+# padded to several lengths (or batched with a longer text) and compare the outputs
+# at its real tokens; with a correct mask they are equal within float tolerance,
+# and the attention weights on pad keys are 0. An inverted or missing mask lets the
+# real tokens attend the pads, so their outputs change with the amount of padding
+# (and an inverted one puts the weight on the pads). No reference is needed: the
+# invariance is the specification.
+#
+# **Rubric (1 point).**
+#
+# * 0.5 point: the test: the same text with different amounts of padding, outputs at
+#   the real tokens compared (or the attention on pad keys checked to be 0).
+# * 0.5 point: why it works: a correct mask makes padding invisible; an inverted or
+#   missing one makes the real tokens' outputs depend on the pads.
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE
@@ -272,6 +308,23 @@ check.fixed_split_heads_random(fixed_split_heads, seed=1123)
 # (one head, one token) shows the bug, and what does it compare?
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** Check one head of one token by hand: the features of head h
+# for token t are the slice `x[b, t, h*d:(h+1)*d]` of the (B, T, D) projection;
+# compare it with the split tensor's `[b, h, t]`. With `view` straight to
+# (B, H, T, d) they differ (the reshape cuts the memory in the wrong order, so the
+# piece belongs to other tokens and features), although every shape is right. The
+# same comparison on one head's attention (from that head's rows of the weights,
+# as in 03) works too.
+#
+# **Rubric (1 point).**
+#
+# * 0.5 point: one specific check: one head h and one token t, the slice x[b, t,
+#   h·d:(h+1)·d] (or a per-head computation) against the split tensor's [b, h, t].
+# * 0.5 point: why it shows the bug: view without transpose regroups the numbers so
+#   the piece belongs to other tokens and features, which no shape reveals.
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE
@@ -386,6 +439,22 @@ check.position_table_random(position_table, seed=1124)
 # cause here, in one experiment?
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** Change one thing only: train the same model on the same data
+# with the same seed, learning rate and steps twice, without and with positions
+# (`position_table` added to the embeddings), and plot both losses. If the run
+# with positions falls past the plateau while the other stays flat, missing
+# positions is the cause; if both stay flat, look elsewhere. (A task that needs no
+# order, where both runs learn, is a further control.)
+#
+# **Rubric (1 point).**
+#
+# * 0.5 point: the experiment: the same model, data, seed and settings, with positions
+#   added as the only change.
+# * 0.5 point: how to read it: with positions the loss falls past the plateau; if both
+#   plateau, the cause is elsewhere.
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE
@@ -409,6 +478,14 @@ for T in (512, 2048, 8192, 32768):
 # adding the block's terms. At the end the context is $a / \ell$: exactly the
 # softmax attention, with at most a (Tq, chunk_size) block in memory. (This is the
 # idea behind FlashAttention.)
+#
+# Masks need one guard. With a dense mask and small blocks, a query may attend
+# no key of its first block: its max is still $m' = -\infty$, and
+# $e^{-\infty - (-\infty)}$ is NaN, which then spreads to $\ell$, $a$ and the
+# context. Subtract 0 instead of $m'$ where $m' = -\infty$: the block's terms are
+# $e^{-\infty} = 0$, it adds nothing, and every running value stays finite. (A
+# query that may attend no key at all is `masked_softmax`'s case; here every query
+# has at least one.)
 #
 # **Exercise 5.** Write `chunked_attention(Q, K, V, chunk_size, mask=None)`:
 # Q (..., Tq, d), K and V (..., Tk, d), an optional bool mask (..., Tq, Tk) with
@@ -474,6 +551,26 @@ memory_check.chunked_attention_random(chunked_attention, seed=1125)
 # chunking save and what does it not (time, the weights, the other activations)?
 #
 # Write your answer in the cell below.
+#
+# === BEGIN MARK SCHEME ===
+# **Model answer.** Measure and predict: the attention weights take B·H·T²
+# numbers per layer (4 bytes each in float32, kept for the backward pass), so
+# doubling T from 4096 to 8192 multiplies them by 4 while everything else grows by
+# 2; the peak memory measured at a few lengths (a profiler, or
+# `torch.cuda.max_memory_allocated`) follows that prediction. Swapping in chunked
+# attention (or fused attention) and seeing 8192 fit confirms it. Chunking saves
+# the (T, T) scores and weights: memory O(T·chunk) instead of O(T²). It does not
+# save time (the same O(T²·d) work, slower in a Python loop), nor the weights, nor
+# the other activations (O(T·D): the embeddings, the feed-forward), nor, without
+# recomputation, what the backward pass keeps.
+#
+# **Rubric (1 point).**
+#
+# * 0.5 point: how to confirm: memory measured against T (×4 when T doubles) matching
+#   B·H·T²·bytes, or attention swapped for a chunked one and the run fitting.
+# * 0.5 point: what chunking saves (the (T, T) matrices) and what not (time: still T²
+#   work; the weights; the other activations).
+# === END MARK SCHEME ===
 
 # %% [markdown] open=true
 # YOUR ANSWER HERE
