@@ -303,6 +303,9 @@ def test_release_submit_grade_feedback(classroom):
     )
     graded = room.teacher(f"{BIN}/course", "grade", A01, A05, "--cell-timeout", "15")
     steps["graded"] = time.monotonic() - started
+    # The instructor's account is no root: its kernels were sandboxed all the same.
+    run = json.loads((room.course / "reports" / "grading-run.json").read_text())
+    assert run == {"sandboxed": True}, graded
     scores = {name: grading.cell_scores(room.course, name) for name in (A01, A05)}
     with browser() as (ctx, blocked_too):
         flagged = _teacher_opens_flagged(room, ctx.new_page())

@@ -67,6 +67,47 @@ def tool_env() -> dict:
     }
 
 
+HOME = "/home/student"  # a sandboxed kernel's home
+KEPT = (
+    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "COURSE_LANG",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MPLBACKEND", "PYTHONHASHSEED",
+    "COURSE_EVIDENCE", "COURSE_KERNEL_BOX",
+)  # fmt: skip
+
+
+def kernel_env(env: dict) -> dict:
+    """A sandboxed kernel's environment: what :data:`KEPT` names, nothing more (no
+    secret of the grader, no ``COURSE_MODEL``: graders use the embedded model)."""
+    import course
+
+    python = str(Path(sys.executable).parent)
+    return {
+        **{k: v for k, v in env.items() if k in KEPT},
+        "PATH": f"{python}:/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": str(Path(course.__file__).resolve().parent.parent),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "HOME": HOME,
+        "USER": "student",
+        "LOGNAME": "student",
+        "TMPDIR": "/tmp",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+
+
+# Prefixes of the variables that the zygote keeps.
+PUBLIC = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_", "TZ", "TMPDIR", "COURSE_LANG",
+          "COURSE_MODEL", "OMP_", "MKL_", "MPLBACKEND", "PYTHONPATH",
+          "PYTHONHASHSEED", "JUPYTER_PATH", "XDG_", "HF_", "TRANSFORMERS_",
+          "SCIKIT_LEARN_DATA", "VIRTUAL_ENV")  # fmt: skip
+
+
+def public_env(env: dict) -> dict:
+    """``env`` without what may be a secret: what the zygote starts with, so that
+    no kernel forked from it finds a token or password in its own memory."""
+    return {k: v for k, v in env.items() if k.startswith(PUBLIC)}
+
+
 def import_jsonschema_lean() -> None:
     """Import jsonschema (nbformat's and nbgrader's validator) without the
     ``rfc3987_syntax`` that jupyter-events has installed beside it.

@@ -19,7 +19,8 @@ the Python runtime, its site-packages and the ``course`` package
 its working folder (a copy of the notebook folder's other files), each a size-capped
 tmpfs that goes away with it; the kernel's own IPC socket folder. Nothing else of
 the machine: no course folder, gradebook, exchange, other student, other kernel,
-grader's home or grader's process. Its environment is :func:`kernel_env`.
+grader's home or grader's process. Its environment is
+:func:`course.grading.kernel_env`.
 
 ``python -m course.grading.sandbox`` checks that this machine can do all of that
 (:func:`probe`).
@@ -39,19 +40,13 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import lockdown, mounts
+from . import HOME, lockdown, mounts
 
 ENV = "COURSE_SANDBOX"  # the kernel's Policy, as JSON: set by GuardedExecute
 SLOT_UID = 2_000_000_000  # as root, the kernel of slot N runs as SLOT_UID + N
 SLOTS = 1024
 INNER_UID = 1000  # the kernel's uid inside a user namespace (not root)
-HOME = "/home/student"
 CONNECTION = "/run/connection.json"
-KEPT = (
-    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "COURSE_LANG",
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MPLBACKEND", "PYTHONHASHSEED",
-    "COURSE_EVIDENCE", "COURSE_KERNEL_BOX",
-)  # fmt: skip
 CLONE = {"NS": 0x20000, "CGROUP": 0x2000000, "UTS": 0x4000000, "IPC": 0x8000000,
          "USER": 0x10000000, "PID": 0x20000000, "NET": 0x40000000}  # fmt: skip
 
@@ -92,38 +87,6 @@ def readonly_paths(hidden: tuple[str, ...] = ()) -> list[str]:
             if secret == path or secret.startswith(path.rstrip("/") + "/"):
                 raise RuntimeError(f"{path} would show the course folder {secret}")
     return [p for p in paths if not any(p.startswith(q + "/") for q in paths)]
-
-
-def kernel_env(env: dict) -> dict:
-    """A sandboxed kernel's environment: what :data:`KEPT` names, nothing more (no
-    secret of the grader, no ``COURSE_MODEL``: graders use the embedded model)."""
-    import course
-
-    python = str(Path(sys.executable).parent)
-    return {
-        **{k: v for k, v in env.items() if k in KEPT},
-        "PATH": f"{python}:/usr/local/bin:/usr/bin:/bin",
-        "PYTHONPATH": str(Path(course.__file__).resolve().parent.parent),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "HOME": HOME,
-        "USER": "student",
-        "LOGNAME": "student",
-        "TMPDIR": "/tmp",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-    }
-
-
-PUBLIC = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_", "TZ", "TMPDIR", "COURSE_",
-          "OMP_", "MKL_", "MPLBACKEND", "PYTHONPATH", "PYTHONHASHSEED",
-          "JUPYTER_PATH", "XDG_", "HF_", "TRANSFORMERS_", "SCIKIT_LEARN_DATA",
-          "VIRTUAL_ENV")  # fmt: skip
-
-
-def public_env(env: dict) -> dict:
-    """``env`` without what may be a secret: what the zygote starts with, so that
-    no kernel forked from it finds a token or password in its own memory."""
-    return {k: v for k, v in env.items() if k.startswith(PUBLIC)}
 
 
 def enter(policy: Policy, *, argv: list[str], cwd: str, asker=None) -> list[str]:
@@ -177,8 +140,11 @@ def _connection(argv: list[str]) -> str | None:
 
 def _take_slot() -> tuple[int, int]:
     """A free slot (its lock held while the kernel runs) and its uid."""
-    folder = Path("/run/course-sandbox")
-    folder.mkdir(mode=0o700, exist_ok=True)
+    try:
+        folder = Path("/run/course-sandbox")
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except OSError:  # no writable /run: a folder of root's own under /tmp
+        folder = _own_folder(Path("/tmp/course-sandbox-slots"))
     for n in range(SLOTS):
         fd = os.open(folder / f"slot-{n}", os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -191,13 +157,17 @@ def _take_slot() -> tuple[int, int]:
 
 def _staging() -> str:
     """An empty folder of this user's, where each sandbox mounts its root privately."""
-    path = Path(f"/tmp/course-sandbox-{os.geteuid()}")
+    return str(_own_folder(Path(f"/tmp/course-sandbox-{os.geteuid()}")))
+
+
+def _own_folder(path: Path) -> Path:
+    """``path``, made if need be: a folder (no link) that this user owns."""
     with contextlib.suppress(FileExistsError):
         path.mkdir(mode=0o700)
     info = path.lstat()
     if not path.is_dir() or path.is_symlink() or info.st_uid != os.geteuid():
         raise RuntimeError(f"{path} is not a folder of this user's")
-    return str(path)
+    return path
 
 
 def _unshare(*names: str) -> None:

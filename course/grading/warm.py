@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import contain, sandbox, zygote
+from . import contain, kernel_env, public_env, sandbox, zygote
 
 SOCKET_ENV = "COURSE_WARM_SOCKET"
 MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space for each kernel
@@ -53,7 +53,7 @@ def proxy(argv: list[str]) -> None:
         conn.close()
         _cold(argv, memory, policy)
     if policy:
-        env = sandbox.kernel_env(os.environ)
+        env = kernel_env(os.environ)
     else:
         env = dict(os.environ)
         env.pop(SOCKET_ENV)  # a kernel forks nothing from the zygote
@@ -78,7 +78,7 @@ def _cold(argv: list[str], memory: str | None, policy: str | None) -> None:
         argv = sandbox.enter(
             sandbox.Policy.from_env(policy), argv=argv, cwd=os.getcwd()
         )
-        os.execve(sys.executable, python + argv, sandbox.kernel_env(os.environ))
+        os.execve(sys.executable, python + argv, kernel_env(os.environ))
     if memory:
         resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
     os.execv(sys.executable, python + argv)
@@ -160,7 +160,7 @@ def start(tmp: Path, env: dict) -> tuple[subprocess.Popen, dict]:
     with open(tmp / "zygote.log", "wb") as log:
         zygote = subprocess.Popen(
             [sys.executable, "-m", "course.grading.zygote", path],
-            env=sandbox.public_env(env),  # kernels are forked from its memory
+            env=public_env(env),  # kernels are forked from its memory
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
