@@ -221,6 +221,8 @@ def _teacher_opens_flagged(room: Classroom, page) -> str:
     page.goto(f"{room.url}/user/{TEACHER}/formgrader/submissions/{sub}/?index=0")
     try:
         page.wait_for_selector("text=KeyboardInterrupt", timeout=60000)
+        # The notebook's formulas, typeset offline by the server's own MathJax.
+        page.wait_for_selector(".MathJax_Display", timeout=60000)
     finally:
         page.screenshot(path=SHOTS / "instructor-formgrader.png", full_page=True)
     return page.inner_text("body")
@@ -349,6 +351,7 @@ def test_release_submit_grade_feedback(classroom):
     assert late[CY] == 0
     assert f"flagged {CY}/{A05}" in graded, graded
     assert "KeyboardInterrupt" in flagged
+    assert "\\operatorname{softmax}" not in flagged  # typeset, not raw TeX
     # Feedback: scores and verdicts, no hidden test source.
     assert "1/sqrt" in pages[BEN] or "sqrt(d" in pages[BEN], pages[BEN][-2000:]
     for student, page in pages.items():
