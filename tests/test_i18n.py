@@ -196,6 +196,7 @@ def _prose_outside_the_catalog(path: Path, fstrings: bool = False) -> list[str]:
             and text not in ENGLISH_KEYS
             and not CODE.fullmatch(text)
             and not DOTTED.fullmatch(text)
+            and not OPTION.fullmatch(text)
         ):
             found.append(f"{path.name}:{node.lineno}: {text[:60]}")
     return found
@@ -204,6 +205,7 @@ def _prose_outside_the_catalog(path: Path, fstrings: bool = False) -> list[str]:
 MARKS = {"say", "fail", "N_"}
 CODE = re.compile(r"[\w.]+\(.*\)")  # a call, e.g. the name of what is checked
 DOTTED = re.compile(r"\w+(\.\w+)+")  # a module, e.g. torch.utils.cpp_extension
+OPTION = re.compile(r"--[\w.-]+(=\S*)?")  # a command-line option, e.g. --force
 PROSE = re.compile(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}")
 WORD = re.compile(r"(?<![\w.])[A-Za-z]{3,}(?![\w.(])")  # a word, not a name
 ENGLISH_KEYS = {  # matched against torch's messages, which are English
@@ -222,6 +224,7 @@ NOT_STUDENT_FACING = {
     "feedback.py": "nbgrader's template labels, matched to be translated",
     "gradebook.py": "instructor commands' errors",
     "judge.py": "trait help and patterns",
+    "kernels.py": "the grader's kernel client: jupyter_client's errors, in its log",
     "lockdown.py": "the sandbox: system call names and the machine's errors",
     "mounts.py": "the sandbox: paths and the machine's errors",
     "report.py": "the instructor's report: HTML and font names",
