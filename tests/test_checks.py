@@ -48,6 +48,18 @@ def test_expect_close_names_the_matching_misconception():
         checks.expect_close(wrong, expected, "x", diagnose={"transposed": wrong})
 
 
+def test_expect_close_names_a_misconception_from_any_of_its_values():
+    """A mistake whose ways of writing differ in their numbers (a tuple of values)
+    is named whichever of them the answer gives."""
+    expected = torch.randn(4, 4)
+    ways = (expected.T.contiguous(), expected * 2)
+    for got in ways:
+        with pytest.raises(CheckFailed, match="blocks"):
+            checks.expect_close(got, expected, "x", diagnose={"blocks": ways})
+    with pytest.raises(CheckFailed, match="largest difference"):
+        checks.expect_close(expected + 1, expected, "x", diagnose={"blocks": ways})
+
+
 def test_expect_close_reports_nan_and_size_of_error():
     expected = torch.zeros(3)
     with pytest.raises(CheckFailed, match="NaN"):

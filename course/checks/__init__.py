@@ -244,7 +244,7 @@ def expect_close(
     *,
     atol: float = 1e-4,
     rtol: float = 1e-4,
-    diagnose: dict[str, _Tensor] | None = None,
+    diagnose: dict[str, _Tensor | tuple[_Tensor, ...]] | None = None,
     what: str = N_("the reference"),
 ) -> None:
     """Fail unless ``actual`` matches ``expected`` within float32 tolerance.
@@ -256,7 +256,8 @@ def expect_close(
     name : str
         How to name the value in the message.
     diagnose : dict, optional
-        ``{message: wrong_value}``: what a known misconception would have produced.
+        ``{message: wrong_value}``: what a known misconception would have produced
+        (or a tuple of values, where ways of making it differ in their numbers).
         If ``actual`` matches one of them, that message is the verdict (all of
         them, where on this input several give the same numbers).
     what : str
@@ -274,7 +275,10 @@ def expect_close(
     named = [
         message
         for message, wrong in (diagnose or {}).items()
-        if wrong.shape == expected.shape and _same_mistake(actual, wrong, atol, rtol)
+        if any(
+            w.shape == expected.shape and _same_mistake(actual, w, atol, rtol)
+            for w in (wrong if _isinstance(wrong, tuple) else (wrong,))
+        )
     ]
     if named:  # on some inputs two mistakes give the same numbers: name both
         fail("{name} is wrong: {mistakes}", name=name, mistakes=_either(named))

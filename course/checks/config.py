@@ -8,7 +8,7 @@ import torch
 from transformers import BertConfig, BertModel
 
 from .. import models
-from ..i18n import say
+from ..i18n import N_, say
 from . import call, equal, expect_close, expect_equal, fail
 
 KEYS = (
@@ -111,6 +111,24 @@ def describe_config_random(fn, seed: int) -> None:
         _check_description(fn, config)
 
 
+TENSORS = N_(
+    "On {what} you counted {got}, the number of parameter tensors (weights "
+    "and biases, each one entry), not of the numbers they hold: add up "
+    "p.numel() over model.parameters()."
+)
+
+
+def _tensor_counts(model) -> set[int]:
+    """How many parameter tensors (or state_dict entries) ``model`` has, counted
+    each way a loop over them could: the misconception's answers."""
+    return {
+        len(list(model.parameters())),
+        len(list(model.named_parameters(remove_duplicate=False))),
+        len(model.state_dict()),
+        len(list(model.buffers())) + len(list(model.parameters())),
+    }
+
+
 def bert_parameter_count(c) -> int:
     """Parameters of a BertModel with pooler, from its config alone (the oracle)."""
     D, inner = c.hidden_size, c.intermediate_size
@@ -132,6 +150,8 @@ def _expect_count(fn, model, truth: int, what: str) -> None:
             "count_parameters should return an int, but it returned {type_name}.",
             type_name=type(got).__name__,
         )
+    if got != truth and got in _tensor_counts(model):
+        fail(TENSORS, what=what, got=got)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if got == trainable and got != truth:
         fail(

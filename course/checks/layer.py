@@ -38,6 +38,11 @@ AFTER_LN = N_(
     "the residual was added after LayerNorm; BERT computes LayerNorm(x + sublayer(x))."
 )
 NO_RESIDUAL = N_("the residual connection is missing: LayerNorm(x + sublayer(x)).")
+FF_RESIDUAL = N_(
+    "the feed-forward's residual connection is missing: the layer ends with "
+    "LayerNorm(a + FF(a)), where a is the attention block's output, not "
+    "LayerNorm(FF(a))."
+)
 RELU = N_("ReLU instead of GELU: BERT's feed-forward uses GELU.")
 TANH_GELU = N_(
     "the tanh approximation of GELU; BERT's 'gelu' is the exact erf form "
@@ -263,7 +268,7 @@ def _expect_feed_forward(fn, case: Case) -> None:
             SCALED: ln(ff(F.gelu) / _keep(case) + x),
             RELU: ln(ff(F.relu) + x),
             TANH_GELU: ln(ff(lambda v: F.gelu(v, approximate="tanh")) + x),
-            NO_RESIDUAL: ln(ff(F.gelu)),
+            FF_RESIDUAL: ln(ff(F.gelu)),
             AFTER_LN: ln(ff(F.gelu)) + x,
             PRE_LN: x + down(F.gelu(up(ln(x)))),
         }
@@ -299,10 +304,16 @@ def _expect_layer(fn, case: Case, masked: bool) -> None:
     with forbid(_blocked(*_layer_modules(case.layer)), BY_HAND):
         got = _twice(fn, args, "bert_layer")
     expect_shape(got, case.after.shape, "bert_layer(...)", "(B, T, D).")
+    a, out = case.attn_out, case.layer.output
+    with torch.no_grad():  # the attention block right, the feed-forward's sum not
+        no_ff_residual = out.LayerNorm(
+            out.dense(F.gelu(case.layer.intermediate.dense(a)))
+        )
     expect_close(
         got,
         case.after,
         "bert_layer(...)",
+        diagnose={FF_RESIDUAL: no_ff_residual},
         what=say("the model's next hidden state"),
         atol=2e-4,
     )

@@ -24,6 +24,16 @@ BUILD = N_(
     "and fused attention are turned off while your module runs."
 )
 INVERTED = N_("the mask is inverted: True means the query may attend that key.")
+UNMERGED = N_(
+    "the heads were merged without the transpose: (B, H, T, d) reshaped "
+    "straight to (B, T, H*d) mixes tokens and heads. Transpose to (B, T, H, d) "
+    "first, then reshape."
+)
+FF_RESIDUAL = N_(
+    "the feed-forward's residual is missing: with norm_first=False the block "
+    "ends norm2(h + ff(h)), with norm_first=True h + ff(norm2(h)), where h is "
+    "what the attention sublayer gave."
+)
 
 
 def _mha_like(att, d_model: int, heads: int) -> nn.MultiheadAttention:
@@ -46,6 +56,17 @@ def _torch_mask(mask, heads: int):
     if mask is None:
         return None
     return ~(mask if mask.dim() == 2 else mask.repeat_interleave(heads, dim=0))
+
+
+def _unmerged(att, x, probs, heads: int) -> torch.Tensor:
+    """The output if the heads' contexts (B, H, T, d) are reshaped to (B, T, D)
+    without the transpose, from the module's own weights and the right probs."""
+    B, T, D = x.shape
+    with torch.no_grad():
+        v = F.linear(x, att.v_proj.weight, att.v_proj.bias)
+        v = v.reshape(B, T, heads, D // heads).transpose(1, 2)
+        merged = (probs @ v).reshape(B, T, D)  # the transpose left out
+        return F.linear(merged, att.out_proj.weight, att.out_proj.bias)
 
 
 def _build_attention(cls, d_model: int, heads: int, seed: int):
@@ -111,6 +132,7 @@ def _expect_attention(cls, d_model, heads, B, T, mask_kind, seed) -> None:
     by_probs = {m: w[1] for m, w in wrong.items()}
     expect_close(probs, want_p, "probs", diagnose=by_probs, what=what)
     by_out = {m: w[0] for m, w in wrong.items()}
+    by_out[UNMERGED] = _unmerged(att, x, want_p, heads)
     expect_close(out, want, "out", diagnose=by_out, what=what)
 
 
@@ -154,6 +176,8 @@ def mhsa_random(cls, seed: int) -> None:
     rng = random.Random(seed)
     for i in range(4):
         heads = rng.choice([1, 2, 3, 4])
+        if i == 0 and heads == 1:  # one head shows no merge mistake: the first does
+            heads = 2
         # The first two are masked and longer than one token, whatever the seed:
         # a mask read the wrong way round must show.
         kind = (
@@ -194,6 +218,23 @@ def _reference_layer(block, d_model, heads, d_ff, norm_first):
     return ref.eval()
 
 
+def _without_ff_residual(ref, x, attn_mask) -> torch.Tensor:
+    """``ref``'s output with the feed-forward's residual left out (either LN
+    order), computed from the reference layer's parts (the student's weights)."""
+
+    def sa(y):
+        return ref.self_attn(y, y, y, attn_mask=attn_mask, need_weights=False)[0]
+
+    def ff(y):
+        return ref.linear2(ref.activation(ref.linear1(y)))
+
+    with torch.no_grad():
+        if ref.norm_first:
+            h = x + sa(ref.norm1(x))
+            return ff(ref.norm2(h))
+        return ref.norm2(ff(ref.norm1(x + sa(x))))
+
+
 def _expect_block(cls, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> None:
     torch.manual_seed(seed)
     block = call(cls, d_model, heads, d_ff, norm_first, name="EncoderBlock")
@@ -228,6 +269,7 @@ def _expect_block(cls, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> 
     with torch.no_grad():
         want = ref(x, src_mask=_torch_mask(mask, heads))
         wrong = other(x, src_mask=_torch_mask(mask, heads))
+        no_ff_residual = _without_ff_residual(ref, x, _torch_mask(mask, heads))
     if norm_first:
         hint = say(
             "with norm_first=True, LayerNorm comes before each sublayer: x + "
@@ -242,7 +284,7 @@ def _expect_block(cls, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> 
         got,
         want,
         f"EncoderBlock(norm_first={norm_first})(x)",
-        diagnose={hint: wrong},
+        diagnose={hint: wrong, FF_RESIDUAL: no_ff_residual},
         what=say("torch.nn.TransformerEncoderLayer with your weights"),
     )
 
@@ -262,6 +304,8 @@ def block_random(cls, seed: int) -> None:
     rng = random.Random(seed)
     for i in range(4):
         heads = rng.choice([1, 2, 4])
+        if i == 0 and heads == 1:  # an attention mistake across heads shows here too
+            heads = 2
         _expect_block(  # both norm_first settings, each with and without a mask
             cls,
             heads * 8,
