@@ -15,7 +15,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 from services import reachable_by_all
 
-from course.grading import contain, sandbox, tool_env, warm
+from course.grading import contain, mounts, sandbox, tool_env, warm
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="reads other processes' memory"),
@@ -69,7 +69,7 @@ def test_a_machine_that_cannot_sandbox_is_refused_before_grading(tmp_path):
 def zygote(tmp_path_factory):
     """A zygote started with a secret in its environment, as a grader's would be."""
     tmp = tmp_path_factory.mktemp("zygote")
-    env = {**tool_env(), "PGPASSWORD": SECRET}
+    env = {**tool_env(), "PGPASSWORD": SECRET, "HF_TOKEN": SECRET}
     proc, warm_env = warm.start(tmp, env)
     assert warm.wait_ready(proc, warm_env), (tmp / "zygote.log").read_text()
     yield proc, warm_env
@@ -214,3 +214,16 @@ def test_a_cold_kernel_is_sandboxed_too(tmp_path):
     finally:
         km.shutdown_kernel(now=True)
     assert view["uid"] >= sandbox.SLOT_UID and view["pid"] == 2
+
+
+def test_a_fifo_in_the_notebook_folder_is_not_waited_for(tmp_path):
+    """The working folder's copy skips what is not a regular file, at once."""
+    origin, target = tmp_path / "origin", tmp_path / "target"
+    origin.mkdir()
+    target.mkdir()
+    os.mkfifo(origin / "pipe")
+    (origin / "helper.py").write_text("X = 1\n")
+    start = time.monotonic()
+    mounts._copy(str(origin), str(target), os.getuid())
+    assert time.monotonic() - start < 5
+    assert sorted(p.name for p in target.iterdir()) == ["helper.py"]

@@ -124,3 +124,25 @@ def test_reading_a_task_stops_at_its_deadline():
         assert warm._read_all(out, time.monotonic() + 0.3) == (b"so far", False)
         os.close(write)
         assert warm._read_all(out, time.monotonic() + 5) == (b"", True)
+
+
+def test_a_flooded_log_keeps_its_start_and_end_only():
+    """A task's output is read whole, but only its first and last
+    ``warm.LOG_KEPT`` bytes are kept, however much a process writes."""
+    import threading
+
+    read, write = os.pipe()
+    chunk = b"x" * (1 << 20)
+
+    def flood() -> None:
+        with open(write, "wb") as out:
+            out.write(b"START")
+            for _ in range(64):
+                out.write(chunk)
+            out.write(b"END")
+
+    threading.Thread(target=flood).start()
+    with open(read, "rb", buffering=0) as out:
+        log, finished = warm._read_all(out, time.monotonic() + 60)
+    assert finished and log.startswith(b"START") and log.endswith(b"END")
+    assert len(log) <= 2 * warm.LOG_KEPT + (1 << 16) + 16

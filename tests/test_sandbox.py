@@ -61,8 +61,13 @@ ATTACKS = {
     "outlive": "import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(3600)', '{token}'])\n    os._exit(0)\nos.wait()",
     "kill_all": "import os, signal\nfor pid in [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n    if pid != os.getpid():\n        try:\n            os.kill(pid, signal.SIGKILL)\n        except OSError:\n            pass\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass",
     "kill_worker": "import os, signal\npid = os.getppid()\nwhile pid > 1:\n    if b'spawn_main' in open(f'/proc/{{pid}}/cmdline', 'rb').read():\n        os.kill(pid, signal.SIGKILL)\n        print('LEAK-killed-worker')\n        break\n    pid = int(open(f'/proc/{{pid}}/stat').read().rsplit(')', 1)[1].split()[1])",
+    "families": "import os, socket\ntry:\n    socket.socket(40, socket.SOCK_STREAM).close()\n    print('LEAK-vsock')\nexcept OSError:\n    pass\ntry:\n    os.memfd_create('x')\n    print('LEAK-memfd')\nexcept OSError:\n    pass",
+    "flood_log": "import os\nfor _ in range(1024):\n    os.write(1, b'x' * (1 << 20))\n    os.write(2, b'x' * (1 << 20))",
     "network": "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n    print('LEAK-network')\nexcept OSError:\n    pass",
 }
+# ipykernel forwards what a kernel writes to its raw streams into the notebook: the
+# flood meets the output limit (50 MiB) and its kernel is stopped before it ends.
+STOPPED = ("flood_log",)
 READS = ("read_source", "read_other", "list_course")  # the control run's attacks
 
 
@@ -166,6 +171,10 @@ def test_the_run_grades_everyone(attacked):
 def test_every_attack_fails(attacked, name):
     root, proc, _, _ = attacked
     out = printed(root, A, f"attack_{name}")
+    if name in STOPPED:  # the output limit stopped its kernel: graded all the same
+        graded = grading.notebook_path(root, "autograded", A, f"attack_{name}")
+        assert "printed more than" in graded.read_text(), proc.stdout
+        return
     assert f"RAN-{name}" in out, out[-2000:] + proc.stdout
     assert "LEAK" not in out, out[-2000:]
 

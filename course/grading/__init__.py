@@ -95,17 +95,19 @@ def kernel_env(env: dict) -> dict:
     }
 
 
-# Prefixes of the variables that the zygote keeps.
-PUBLIC = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_", "TZ", "TMPDIR", "COURSE_LANG",
-          "COURSE_MODEL", "OMP_", "MKL_", "MPLBACKEND", "PYTHONPATH",
-          "PYTHONHASHSEED", "JUPYTER_PATH", "XDG_", "HF_", "TRANSFORMERS_",
+# The variables that the zygote keeps, by name: a prefix would keep HF_TOKEN.
+PUBLIC = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES",
+          "TZ", "TMPDIR", "COURSE_LANG", "COURSE_MODEL", "OMP_NUM_THREADS",
+          "MKL_NUM_THREADS", "MPLBACKEND", "PYTHONPATH", "PYTHONHASHSEED",
+          "JUPYTER_PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+          "HF_HOME", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "TRANSFORMERS_OFFLINE",
           "SCIKIT_LEARN_DATA", "VIRTUAL_ENV")  # fmt: skip
 
 
 def public_env(env: dict) -> dict:
     """``env`` without what may be a secret: what the zygote starts with, so that
     no kernel forked from it finds a token or password in its own memory."""
-    return {k: v for k, v in env.items() if k.startswith(PUBLIC)}
+    return {k: v for k, v in env.items() if k in PUBLIC}
 
 
 def import_jsonschema_lean() -> None:

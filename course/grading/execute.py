@@ -192,6 +192,8 @@ class GuardedExecute(Execute):
     start_new_kernel = run_sync(async_start_new_kernel)  # the sync path uses this
 
     async def _async_cleanup_kernel(self) -> None:
+        if self.km is None:  # already stopped (output over stop_output)
+            return
         process = getattr(getattr(self.km, "provisioner", None), "process", None)
         if process is not None and self.shutdown_kernel == "immediate":
             process.kill()  # and reap it: jupyter_client polls for that every 0.1 s

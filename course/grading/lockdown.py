@@ -34,8 +34,11 @@ DENIED = (
     "lookup_dcookie", "fanotify_init", "syslog", "settimeofday", "clock_settime",
     "clock_adjtime", "adjtimex", "iopl", "ioperm", "vhangup", "uselib",
     "personality", "io_uring_setup", "io_uring_enter", "io_uring_register",
-    "nfsservctl", "sethostname", "setdomainname",
+    "nfsservctl", "sethostname", "setdomainname", "memfd_create",
 )  # fmt: skip
+#: Socket families a kernel may open: Unix, IPv4, IPv6 (its own loopback), netlink.
+#: Others (vsock reaches a virtual machine's host whatever the namespace) refused.
+FAMILIES = (1, 2, 10, 16)
 #: ``clone`` flags that make namespaces: refused like ``unshare``.
 CLONE_NEW = (
     0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
@@ -104,6 +107,11 @@ def _filter() -> seccomp.SyscallFilter:
             "clone",
             seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag),
         )
+    for family in range(64):
+        if family not in FAMILIES:
+            for call in ("socket", "socketpair"):
+                arg = seccomp.Arg(0, seccomp.EQ, family)
+                _add(rules, seccomp.ERRNO(errno.EAFNOSUPPORT), call, arg)
     # clone3 passes its flags in memory, out of a filter's reach: "not implemented"
     # makes the C library fall back to clone, which is filtered.
     _add(rules, seccomp.ERRNO(errno.ENOSYS), "clone3")
@@ -129,6 +137,7 @@ def limit(
         (resource.RLIMIT_CPU, cpu_seconds),
         (resource.RLIMIT_FSIZE, file_size),
         (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NOFILE, 1024),
     ]
     if memory:
         caps.append((resource.RLIMIT_AS, memory))

@@ -142,7 +142,8 @@ def _copy(origin: str, target: str, uid: int) -> None:
             if name.endswith(".ipynb"):
                 continue
             try:
-                fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW)
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # a FIFO: no wait
+                fd = os.open(os.path.join(folder, name), flags)
             except OSError:
                 continue
             with open(fd, "rb") as f:

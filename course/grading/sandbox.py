@@ -208,7 +208,16 @@ def _init(staging: str, policy: Policy, *, uid: int | None) -> None:
     lockdown.die_with_parent()
     mounts.enter_root(staging)
     lockdown.drop_privileges(uid, uid)
+    lockdown.die_with_parent()  # a change of uid cleared it
+    if os.getppid() == 1:  # the keeper is already gone
+        os._exit(1)
     os.closerange(3, 65536)
+    # The kernel talks over ZeroMQ; what it writes to its raw streams would fill
+    # the grader's log pipe: none of that leaves the sandbox.
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
     kernel = os.fork()
     lockdown.set_dumpable(kernel == 0)  # the kernel's /proc is its own; init's not
     if kernel == 0:
@@ -266,15 +275,24 @@ def probe(timeout: float = 60) -> str | None:
 
 
 def _self_test() -> None:
-    """In a sandbox: print ``sandboxed`` if it is one (run by :func:`probe`)."""
-    try:
-        enter(Policy(), argv=[], cwd=os.getcwd())
-    except (OSError, RuntimeError) as err:
-        sys.exit(f"{type(err).__name__}: {err}")
-    status = Path("/proc/self/status").read_text()
-    caps = next(ln for ln in status.splitlines() if ln.startswith("CapEff"))
-    if os.getpid() != 2 or int(caps.split()[1], 16) != 0:
-        sys.exit(f"not confined: pid {os.getpid()}, {caps}")
+    """Make a sandbox in a child and look inside; print ``sandboxed`` if it is one
+    (run by :func:`probe`). The sandbox's own streams lead nowhere: its verdict is
+    its exit status."""
+    child = os.fork()
+    if child == 0:
+        try:
+            enter(Policy(), argv=[], cwd=os.getcwd())
+        except (OSError, RuntimeError) as err:
+            print(f"{type(err).__name__}: {err}", file=sys.stderr, flush=True)
+            os._exit(1)
+        status = Path("/proc/self/status").read_text()
+        caps = next(ln for ln in status.splitlines() if ln.startswith("CapEff"))
+        os._exit(0 if os.getpid() == 2 and int(caps.split()[1], 16) == 0 else 3)
+    code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    if code == 3:
+        sys.exit("a sandbox was made, but its kernel was not confined")
+    if code:
+        sys.exit(code)
     print("sandboxed", flush=True)
 
 

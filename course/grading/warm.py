@@ -21,6 +21,7 @@ ordinary ``ipykernel`` kernel.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -125,15 +126,30 @@ def nbgrader(
     return log.decode(errors="replace"), int(code or -9), pid, finished
 
 
+LOG_KEPT = 4 << 20  # bytes of a task's log kept from its start, and from its end
+
+
 def _read_all(out, deadline: float) -> tuple[bytes, bool]:
-    """What ``out`` gives until it closes (True) or ``deadline`` passes (False)."""
-    chunks = []
+    """What ``out`` gives until it closes (True) or ``deadline`` passes (False):
+    its first and last :data:`LOG_KEPT` bytes, whatever a process floods it with."""
+    head, tail = bytearray(), collections.deque()
+    kept = 0
     while (left := deadline - time.monotonic()) > 0:
         if select.select([out], [], [], left)[0]:
             if not (data := out.read(1 << 16)):
-                return b"".join(chunks), True
-            chunks.append(data)
-    return b"".join(chunks), False
+                return _joined(head, tail), True
+            if len(head) < LOG_KEPT:
+                head += data
+                continue
+            tail.append(data)
+            kept += len(data)
+            while kept - len(tail[0]) >= LOG_KEPT:
+                kept -= len(tail.popleft())
+    return _joined(head, tail), False
+
+
+def _joined(head: bytearray, tail) -> bytes:
+    return bytes(head) + (b"\n[...]\n" if tail else b"") + b"".join(tail)
 
 
 def _forward(pid: int, signum: int) -> None:
