@@ -105,7 +105,7 @@ def _import_folder(root: Path, assignment: str, folder: Path) -> int:
 
 def cmd_grade(args) -> int:
     """Autograde every submission on dask and print what happened to each."""
-    from .grading import batch, engine, gradebook
+    from .grading import batch, engine, gradebook, sandbox
 
     root = Path(args.root).resolve()
     names = args.assignments or [
@@ -140,13 +140,7 @@ def cmd_grade(args) -> int:
         problems = {} if args.no_sandbox else engine.sandbox_problems(client)
         if problems:
             worker, reason = next(iter(problems.items()))
-            print(
-                f"Not grading: {len(problems)} worker(s) cannot sandbox a kernel "
-                f"({worker}: {reason}). Grade as root, or as a user allowed "
-                "unprivileged user namespaces (sysctl "
-                "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0; "
-                "docs/security.md), or pass --no-sandbox to grade without one."
-            )
+            print(f"Not grading: {sandbox.refusal(f'{worker}: {reason}')}")
             return 2
         results = batch.grade(
             plan,

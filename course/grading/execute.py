@@ -128,17 +128,7 @@ class GuardedExecute(Execute):
             return False
         reason = sandbox.available()
         if reason and self.sandbox == "on":
-            raise RuntimeError(
-                say(
-                    "Kernels cannot be sandboxed on this machine ({reason}). Grade "
-                    "as root, or enable unprivileged user namespaces "
-                    "(sysctl kernel.unprivileged_userns_clone=1 and "
-                    "user.max_user_namespaces > 0), or choose to grade without a "
-                    "sandbox (course grade --no-sandbox, "
-                    "--GuardedExecute.sandbox=off).",
-                    reason=reason,
-                )
-            )
+            raise RuntimeError(sandbox.refusal(reason))
         return reason is None
 
     def _policy(self) -> sandbox.Policy:
@@ -174,7 +164,7 @@ class GuardedExecute(Execute):
         limit = int(self.memory_limit * 2**30)
         self._box = contain.open_box(self.max_processes)
         env = {**os.environ, **self._box, evidence.ENV: "1"}  # checks record evidence
-        if limit > 0:
+        if limit > 0 and not self._sandboxed:  # a sandbox's policy caps it
             env[MEMORY_ENV] = str(limit)
         if self._sandboxed:
             env[sandbox.ENV] = self._policy().to_env()

@@ -98,9 +98,9 @@ def _bind(source: str, target: str, *, writable: bool) -> None:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         Path(target).touch()
     mount(source, target, None, MS_BIND)
-    flags = MS_BIND | MS_REMOUNT | MS_NOSUID
+    flags, kept = MS_BIND | MS_REMOUNT | MS_NOSUID, os.statvfs(source).f_flag
     for bit, flag in KEEP_FLAGS.items():
-        if os.statvfs(source).f_flag & bit:
+        if kept & bit:
             flags |= flag
     mount(None, target, None, flags | (0 if writable else MS_RDONLY | MS_NODEV))
 

@@ -40,6 +40,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..i18n import say
 from . import HOME, lockdown, mounts
 
 ENV = "COURSE_SANDBOX"  # the kernel's Policy, as JSON: set by GuardedExecute
@@ -244,6 +245,19 @@ def _init(staging: str, policy: Policy, *, uid: int | None) -> None:
 def _signal(pid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signum)
+
+
+def refusal(reason: str) -> str:
+    """Why kernels cannot be sandboxed here, and how to change that (a sentence)."""
+    return say(
+        "Kernels cannot be sandboxed on this machine ({reason}). Grade "
+        "as root, or enable unprivileged user namespaces "
+        "(sysctl kernel.unprivileged_userns_clone=1 and "
+        "user.max_user_namespaces > 0), or choose to grade without a "
+        "sandbox (course grade --no-sandbox, "
+        "--GuardedExecute.sandbox=off).",
+        reason=reason,
+    )
 
 
 _PROBED: list[str | None] = []

@@ -158,7 +158,7 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
         _take_over(conn, request, fds)
         contain.enter_box(request["env"])
     sys.path[0] = request["cwd"]
-    if request.get("memory") and not policy:
+    if request.get("memory"):  # without a sandbox (its policy caps the memory)
         limit = int(request["memory"])
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     import numpy
