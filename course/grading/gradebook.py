@@ -15,7 +15,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from . import import_jsonschema_lean, nbgrader, tool_env
+from .environment import tool_env
+from .runs import has_source, import_jsonschema_lean, nbgrader
 
 
 class NotReleased(Exception):
@@ -50,7 +51,7 @@ def prepare(
     for assignment in students_by_assignment:
         if assignment in known:
             continue
-        if not (root / "source" / assignment).is_dir():
+        if not has_source(root, assignment):
             names = sorted(known | {p.name for p in root.glob("source/*/")})
             raise NotReleased(
                 f"{assignment} is neither in the gradebook nor in {root}/source/: "
@@ -92,12 +93,15 @@ def register(*, root: Path, db_url: str, assignment: str) -> None:
         )
 
 
-def cell_scores(db_url: str, assignment: str) -> dict[str, dict[str, tuple]]:
-    """``{student: {grade_id: (score, max_score)}}`` for one assignment."""
+def cell_scores(
+    root: Path, assignment: str, db_url: str | None = None
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """``{student: {grade_id: (score, max_score)}}`` for one assignment, from the
+    course's gradebook (``db_url``, default SQLite in ``root``: :func:`url`)."""
     from nbgrader.api import Gradebook
 
     out: dict[str, dict[str, tuple]] = {}
-    with Gradebook(db_url) as gb:
+    with Gradebook(url(root, db_url)) as gb:
         for sub in gb.assignment_submissions(assignment):
             cells = out.setdefault(sub.student.id, {})
             for nb in sub.notebooks:

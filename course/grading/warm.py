@@ -34,7 +34,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import contain, kernel_env, public_env, sandbox, zygote
+from . import contain, sandbox, zygote
+from .environment import kernel_env, public_env
 
 SOCKET_ENV = "COURSE_WARM_SOCKET"
 MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space for each kernel

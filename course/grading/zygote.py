@@ -29,7 +29,8 @@ import socket
 import sys
 import threading
 
-from . import contain, import_jsonschema_lean, sandbox
+from . import contain, sandbox
+from .runs import import_jsonschema_lean
 
 HEADER = 64  # bytes of a request's header, padded with spaces
 
