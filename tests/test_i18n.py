@@ -376,7 +376,9 @@ def test_both_editions_grade_a_submission_alike(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_LANG", "zh")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "Glyph ... missing from font(s)"
-        page = report.build(courses["zh"], [assignment], tmp_path / "report")
+        page = report.build(
+            root=courses["zh"], assignments=[assignment], out=tmp_path / "report"
+        )
     text = page.read_text()
     verdict = zh_said["zh"][graded_cells(dict.fromkeys(lost))[0]]
     assert "班级报告" in text and verdict.split(": ", 1)[1][:20] in text
