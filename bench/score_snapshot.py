@@ -37,7 +37,7 @@ def make_class(root: Path, assignments: list[str]) -> None:
     grading.release(assignments, root)
     for a in assignments:
         for student, (nb, _) in submissions(root, a).items():
-            path = grading.notebook_path(root, "submitted", a, student)
+            path = grading.notebook_path(root, "submitted", a, student=student)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(nb))
 
@@ -52,7 +52,7 @@ def snapshot(root: Path, assignments: list[str]) -> dict:
         for (assignment, student), row in sorted(states.items()):
             if assignment != a:
                 continue
-            path = grading.notebook_path(root, "autograded", a, student)
+            path = grading.notebook_path(root, "autograded", a, student=student)
             messages = grading.cell_messages(path) if path.exists() else {}
             cells = {
                 cell: [score, most, messages.get(cell, "")]

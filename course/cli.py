@@ -83,7 +83,7 @@ def _import_folder(root: Path, assignment: str, folder: Path) -> int:
 
     count = 0
     for item in sorted(folder.iterdir()):
-        dest = grading.notebook_path(root, "submitted", assignment, item.stem)
+        dest = grading.notebook_path(root, "submitted", assignment, student=item.stem)
         if item.suffix == ".ipynb":
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(item, dest)

@@ -129,8 +129,11 @@ def test_a_test_cell_names_its_exercise(test_id, exercise):
 def test_folders_follow_nbgraders_directory_structure(
     tmp_path, stage, student, expected
 ):
-    assert cells.folder(tmp_path, stage, "01_config", student) == tmp_path / expected
-    path = cells.notebook_path(tmp_path, stage, "01_config", student)
+    assert (
+        cells.folder(tmp_path, stage, "01_config", student=student)
+        == tmp_path / expected
+    )
+    path = cells.notebook_path(tmp_path, stage, "01_config", student=student)
     assert path == tmp_path / expected / "01_config.ipynb"
 
 

@@ -33,7 +33,7 @@ GRADED, FLAGGED, FAILED = "graded", "flagged", "failed"
 SKIPPED = "already graded"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Result:
     """What happened to one submission."""
 
@@ -52,12 +52,12 @@ def submissions(root: Path, assignment: str) -> list[str]:
     return sorted(
         p.name
         for p in base.iterdir()
-        if folder(root, "submitted", assignment, p.name).is_dir()
+        if folder(root, "submitted", assignment, student=p.name).is_dir()
     )
 
 
 def _precheck(root: Path, assignment: str, student: str) -> str | None:
-    path = notebook_path(root, "submitted", assignment, student)
+    path = notebook_path(root, "submitted", assignment, student=student)
     links = [p for p in path.parent.rglob("*") if p.is_symlink()]
     if links:  # nbgrader would copy what it points at: another student's work
         return f"the submission holds a symbolic link ({links[0].name})"
@@ -93,12 +93,21 @@ def _outcome_result(job: Job, outcome: Outcome, flags: list[str]) -> Result:
     """Graded, flagged or failed, from the task's outcome and the submission's
     own flags (:func:`plan`)."""
     if not outcome.graded:
-        return Result(
-            job.student, job.assignment, FAILED, [_reason(outcome)], outcome.seconds
-        )
+        return _result(job, FAILED, [_reason(outcome)], seconds=outcome.seconds)
     flags = flags + outcome.flags
     status = FLAGGED if flags else GRADED
-    return Result(job.student, job.assignment, status, flags, outcome.seconds)
+    return _result(job, status, flags, seconds=outcome.seconds)
+
+
+def _result(job: Job, status: str, reasons: list[str], *, seconds: float = 0.0):
+    """The Result of a submission that a task was given."""
+    return Result(
+        student=job.student,
+        assignment=job.assignment,
+        status=status,
+        reasons=reasons,
+        seconds=seconds,
+    )
 
 
 def _reason(outcome: Outcome) -> str:
@@ -139,12 +148,26 @@ def plan(*, root: Path, assignments: list[str], db_url: str, force: bool) -> Pla
         released = _test_sources(notebook_path(root, "release", assignment))
         for s in submissions(root, assignment):
             if not force and _up_to_date(root, assignment, s):
-                results.append(Result(s, assignment, GRADED, [SKIPPED]))
+                results.append(
+                    Result(
+                        student=s,
+                        assignment=assignment,
+                        status=GRADED,
+                        reasons=[SKIPPED],
+                    )
+                )
             elif problem := _precheck(root, assignment, s):
-                results.append(Result(s, assignment, FAILED, [problem]))
+                results.append(
+                    Result(
+                        student=s,
+                        assignment=assignment,
+                        status=FAILED,
+                        reasons=[problem],
+                    )
+                )
             else:
                 todo.append((assignment, s))
-                submitted = notebook_path(root, "submitted", assignment, s)
+                submitted = notebook_path(root, "submitted", assignment, student=s)
                 flags[assignment, s] = _test_cell_flags(
                     released, _test_sources(submitted)
                 )
@@ -215,7 +238,7 @@ def grade(
         for future in as_completed(jobs):
             job = jobs[future]
             flags = plan.flags.get((job.assignment, job.student), [])
-            result = _collect(root, job, future, flags)
+            result = _collect(root, job, future, flags=flags)
             counts[result.status] += 1
             results.append(result)
             bar.set_postfix(counts, refresh=False)
@@ -224,24 +247,24 @@ def grade(
     return sorted(results, key=lambda r: (r.assignment, r.student))
 
 
-def _collect(root: Path, job: Job, future, flags: list[str]) -> Result:
+def _collect(root: Path, job: Job, future, *, flags: list[str]) -> Result:
     from distributed import KilledWorker
 
     try:
         outcome = future.result()
     except KilledWorker:
-        return Result(job.student, job.assignment, FAILED, [KILLED_WORKERS])
+        return _result(job, FAILED, [KILLED_WORKERS])
     except Exception as err:  # the task itself broke: say so, grade the rest
         reason = f"the grading task failed: {err.__class__.__name__}: {err}"
-        return Result(job.student, job.assignment, FAILED, [reason[:300]])
+        return _result(job, FAILED, [reason[:300]])
     if job.files is not None:
         engine.land(root, job, outcome)
     return _outcome_result(job, outcome, flags)
 
 
 def _up_to_date(root: Path, assignment: str, student: str) -> bool:
-    graded = notebook_path(root, "autograded", assignment, student)
-    submitted = notebook_path(root, "submitted", assignment, student)
+    graded = notebook_path(root, "autograded", assignment, student=student)
+    submitted = notebook_path(root, "submitted", assignment, student=student)
     return (
         graded.exists()
         and submitted.exists()

@@ -114,10 +114,10 @@ def folder(root: Path, stage: str, assignment: str, student: str | None = None) 
 
 
 def notebook_path(
-    root: Path, stage: str, assignment: str, student: str | None = None
+    root: Path, stage: str, assignment: str, *, student: str | None = None
 ) -> Path:
     """``<root>/<stage>[/<student>]/<a>/<a>.ipynb``."""
-    return folder(root, stage, assignment, student) / f"{assignment}.ipynb"
+    return folder(root, stage, assignment, student=student) / f"{assignment}.ipynb"
 
 
 def error_messages(path: Path) -> dict[str, str]:

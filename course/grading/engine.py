@@ -135,11 +135,13 @@ def grade_submission(job: Job) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="course-task-") as scratch:
         root = _unpack(job, Path(scratch)) if job.files is not None else Path(job.root)
         log, code, finished = _run_nbgrader(job, root, env)
-        graded = notebook_path(root, "autograded", job.assignment, job.student)
+        graded = notebook_path(root, "autograded", job.assignment, student=job.student)
         ok = finished and code == 0 and graded.exists()
         files = None
         if job.files is not None:
-            files = _pack(folder(root, "autograded", job.assignment, job.student))
+            files = _pack(
+                folder(root, "autograded", job.assignment, student=job.student)
+            )
         return Outcome(
             finished=finished,
             returncode=code,
@@ -185,14 +187,14 @@ def _run_nbgrader(job: Job, root: Path, env: dict) -> tuple[str, int, bool]:
     pid = None
     try:
         ran = warm_kernels.nbgrader(argv, cwd=str(root), env=env, timeout=seconds)
-        log, code, pid, finished = ran or _run_cold(argv, root, env, seconds)
+        log, code, pid, finished = ran or _run_cold(argv, root, env, seconds=seconds)
     finally:
         contain.close_box(box, pid)
     return log, code, finished
 
 
 def _run_cold(
-    argv: list[str], root: Path, env: dict, seconds: float
+    argv: list[str], root: Path, env: dict, *, seconds: float
 ) -> tuple[str, int, int, bool]:
     """``nbgrader ARGV`` as a new process: output, exit code, pid, finished."""
 
@@ -246,7 +248,7 @@ def ship(root: Path, assignment: str, student: str) -> dict[str, bytes]:
     for path in sorted(source.rglob("*")):  # files nbgrader copies next to the notebook
         if path.is_file() and path.suffix != ".ipynb":
             files[str(path.relative_to(root))] = path.read_bytes()
-    submission = folder(root, "submitted", assignment, student)
+    submission = folder(root, "submitted", assignment, student=student)
     for path in sorted(submission.rglob("*")):
         if path.is_file():
             files[str(path.relative_to(root))] = path.read_bytes()
@@ -255,7 +257,7 @@ def ship(root: Path, assignment: str, student: str) -> dict[str, bytes]:
 
 def land(root: Path, job: Job, outcome: Outcome) -> None:
     """Write a shipped task's autograded files into ``root/autograded``."""
-    graded = folder(root, "autograded", job.assignment, job.student)
+    graded = folder(root, "autograded", job.assignment, student=job.student)
     shutil.rmtree(graded, ignore_errors=True)
     for rel, data in (outcome.files or {}).items():
         path = graded / rel

@@ -35,7 +35,7 @@ LOG_FILE = "grading.csv"  # written by course grade: what happened to each submi
 REVIEW = ("flagged", "failed")  # the states the instructor should look at
 
 
-def _plot_scores(totals: list[float], most: float, path: Path, title: str) -> None:
+def _plot_scores(totals: list[float], *, most: float, path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,10 +167,12 @@ def _section(*, root: Path, assignment: str, out: Path, db_url: str | None):
         / len(scores)
         for c in tests
     }
-    graded = {s: notebook_path(root, "autograded", a, s) for s in scores}
+    graded = {s: notebook_path(root, "autograded", a, student=s) for s in scores}
     messages = {s: error_messages(p) for s, p in graded.items() if p.exists()}
     answers = _answers(root, a)
-    _plot_scores(list(totals.values()), most, out / f"scores_{a}.png", a)
+    _plot_scores(
+        list(totals.values()), most=most, path=out / f"scores_{a}.png", title=a
+    )
     title = say("{assignment}: pass rate per test cell", assignment=a)
     _plot_cells(rates, out / f"cells_{a}.png", title)
     mean = sum(totals.values()) / len(totals)

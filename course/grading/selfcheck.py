@@ -26,13 +26,15 @@ def grade_one(
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
         root = make_course(Path(tmp), course, lang=lang)
         release([assignment], root)
-        dest = notebook_path(root, "submitted", assignment, "me")
+        dest = notebook_path(root, "submitted", assignment, student="me")
         dest.parent.mkdir(parents=True)
         shutil.copy(notebook, dest)
         # A sandbox where this machine allows one; else the student's own account.
         nbgrader("autograde", assignment, "--GuardedExecute.sandbox=auto", root=root)
         scores = cell_scores(root, assignment).get("me", {})
-        messages = error_messages(notebook_path(root, "autograded", assignment, "me"))
+        messages = error_messages(
+            notebook_path(root, "autograded", assignment, student="me")
+        )
     return scores, messages
 
 
