@@ -50,30 +50,27 @@ def configure(c, lang: str) -> None:
 
 
 def load(root: Path) -> Config:
-    """The nbgrader configuration of the course folder ``root`` (empty if none)."""
+    """The nbgrader configuration of the course folder ``root`` (empty if none),
+    read without changing this process's language (:func:`configure` sets it for
+    the nbgrader that runs the file)."""
     from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 
+    before = os.environ.get("COURSE_LANG")
     try:
         return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     except ConfigFileNotFound:
         return Config()
-
-
-def course_language(root: Path) -> str:
-    """The language of the nbgrader course in ``root``, from the course id its
-    ``nbgrader_config.py`` sets (:func:`configure`); else the language now spoken.
-
-    Loading the file does not change this process's language: the environment
-    is restored.
-    """
-    before = os.environ.get("COURSE_LANG")
-    try:
-        course_id = load(root).CourseDirectory.get("course_id")
     finally:
         if before is None:
             os.environ.pop("COURSE_LANG", None)
         else:
             os.environ["COURSE_LANG"] = before
+
+
+def course_language(root: Path) -> str:
+    """The language of the nbgrader course in ``root``, from the course id its
+    ``nbgrader_config.py`` sets (:func:`configure`); else the language now spoken."""
+    course_id = load(root).CourseDirectory.get("course_id")
     return {v: k for k, v in COURSE_IDS.items()}.get(course_id, i18n.language())
 
 
