@@ -11,6 +11,7 @@ and the students.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -44,9 +45,8 @@ def prepare(
     import_jsonschema_lean()
     from nbgrader.api import Gradebook, MissingEntry
 
-    os.environ["PATH"] = tool_env()["PATH"]  # Gradebook runs `alembic` from PATH
     registered = []
-    with Gradebook(db_url) as gb:
+    with _tools_on_path(), Gradebook(db_url) as gb:  # it migrates with `alembic`
         known = {a.name for a in gb.assignments}
     for assignment in students_by_assignment:
         if assignment in known:
@@ -67,6 +67,21 @@ def prepare(
                 except MissingEntry:
                     gb.add_student(student)
     return registered
+
+
+@contextlib.contextmanager
+def _tools_on_path():
+    """This interpreter's tools first on PATH for the block (nbgrader's Gradebook
+    runs ``alembic`` from PATH); PATH as it was after it."""
+    before = os.environ.get("PATH")
+    os.environ["PATH"] = tool_env()["PATH"]
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = before
 
 
 def register(*, root: Path, db_url: str, assignment: str) -> None:
