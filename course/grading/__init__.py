@@ -13,14 +13,15 @@ itself:
 
 from __future__ import annotations
 
+from . import lean  # noqa: F401 - first: jsonschema without its URI grammar
 from .cells import error_messages as cell_messages
 from .cells import notebook_path
 from .environment import TEMPLATES, kernel_env, public_env, tool_env
 from .gradebook import cell_scores
+from .lean import import_jsonschema_lean
 from .runs import (
     ROOT,
     assignments,
-    import_jsonschema_lean,
     make_course,
     nbgrader,
     release,

@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 from .environment import tool_env
-from .runs import has_source, import_jsonschema_lean, nbgrader
+from .lean import import_jsonschema_lean
+from .runs import has_source, nbgrader
 
 
 class NotReleased(Exception):

@@ -40,24 +40,6 @@ def make_course(dest: Path, root: Path = ROOT, lang: str = "en") -> Path:
     return dest
 
 
-def import_jsonschema_lean() -> None:
-    """Import jsonschema (nbformat's and nbgrader's validator) without the
-    ``rfc3987_syntax`` that jupyter-events has installed beside it.
-
-    jsonschema imports that package for its "iri" format checker, and importing it
-    builds 38 Lark parsers: 2.9 s in the coordinator and in every worker's zygote,
-    for a check that grading never makes (nbformat and nbgrader validate no
-    formats). An ``import rfc3987_syntax`` later still works.
-    """
-    if "jsonschema" in sys.modules or "rfc3987_syntax" in sys.modules:
-        return
-    sys.modules["rfc3987_syntax"] = None  # so the import fails, and is skipped
-    try:
-        import jsonschema  # noqa: F401
-    finally:
-        del sys.modules["rfc3987_syntax"]
-
-
 def nbgrader(*args: str, root: Path, check: bool = True) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` with ``root`` as the course folder and cwd."""
     cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}"]

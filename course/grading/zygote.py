@@ -30,7 +30,7 @@ import sys
 import threading
 
 from . import contain, sandbox
-from .runs import import_jsonschema_lean
+from .lean import import_jsonschema_lean
 
 HEADER = 64  # bytes of a request's header, padded with spaces
 
