@@ -23,9 +23,19 @@ pytestmark = [
 ]
 SECRET = f"secret-{uuid.uuid4().hex}"
 VIEW = """
-import json, os
+import json, os, socket
+ipc = os.path.dirname(json.load(open("/run/connection.json"))["ip"])
+planted = []
+for name, plant in (("file", lambda p: open(p, "w").close()),
+                    ("socket", lambda p: socket.socket(socket.AF_UNIX).bind(p))):
+    try:
+        plant(os.path.join(ipc, "planted-" + name))
+        planted.append(name)
+    except OSError:
+        pass
 print(json.dumps({"uid": os.getuid(), "pid": os.getpid(), "root": sorted(os.listdir("/")),
-                  "env": sorted(os.environ), "cwd": os.getcwd(), "files": os.listdir(".")}))
+                  "env": sorted(os.environ), "cwd": os.getcwd(), "files": os.listdir("."),
+                  "ipc": sorted(os.listdir(ipc)), "planted": planted}))
 """
 
 
@@ -120,6 +130,13 @@ def test_a_sandboxed_kernel_sees_only_its_own_world(zygote, tmp_path):
     assert view["cwd"] == str(cwd) and view["files"] == ["helper.py"]
     assert "work" not in view["root"] or Path(sys.prefix).is_relative_to("/work")
     assert "PGPASSWORD" not in view["env"] and sandbox.ENV not in view["env"]
+    _assert_sealed(view, tmp_path)
+
+
+def _assert_sealed(view: dict, tmp_path: Path) -> None:
+    """The kernel sees its own sockets in its IPC folder and can add nothing there."""
+    assert len(view["ipc"]) == 5 and view["planted"] == [], view
+    assert sorted(os.listdir(tmp_path / "ipc")) in ([], view["ipc"])
 
 
 def _memory(pid: int) -> bytes:
@@ -214,6 +231,7 @@ def test_a_cold_kernel_is_sandboxed_too(tmp_path):
     finally:
         km.shutdown_kernel(now=True)
     assert view["uid"] >= sandbox.SLOT_UID and view["pid"] == 2
+    _assert_sealed(view, tmp_path)
 
 
 def test_a_fifo_in_the_notebook_folder_is_not_waited_for(tmp_path):

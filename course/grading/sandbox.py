@@ -37,6 +37,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,6 +49,8 @@ SLOT_UID = 2_000_000_000  # as root, the kernel of slot N runs as SLOT_UID + N
 SLOTS = 1024
 INNER_UID = 1000  # the kernel's uid inside a user namespace (not root)
 CONNECTION = "/run/connection.json"
+SEAL_ENV = "COURSE_SANDBOX_SEAL"  # the kernel's ends of its seal pipes: "ask,answer"
+SEAL_TIMEOUT = 300  # seconds a kernel has to bind its sockets
 CLONE = {"NS": 0x20000, "CGROUP": 0x2000000, "UTS": 0x4000000, "IPC": 0x8000000,
          "USER": 0x10000000, "PID": 0x20000000, "NET": 0x40000000}  # fmt: skip
 
@@ -127,7 +130,7 @@ def enter(policy: Policy, *, argv: list[str], cwd: str, asker=None) -> list[str]
     child = os.fork()
     if child:
         _keep(child, asker, slot)
-    _init(staging, policy, uid=uid if root else None)
+    _init(staging, policy, uid=uid if root else None, ipc=ipc)
     os.chdir(cwd)
     return [CONNECTION if a == connection else a for a in argv]
 
@@ -203,15 +206,12 @@ def _keep(child: int, asker, slot: int | None) -> None:
     os._exit(max(0, os.waitstatus_to_exitcode(status)))
 
 
-def _init(staging: str, policy: Policy, *, uid: int | None) -> None:
-    """Pid 1 of the sandbox: finish its file system, drop every privilege, fork the
-    kernel (which returns) and reap until it exits."""
+def _init(staging: str, policy: Policy, *, uid: int | None, ipc: str | None) -> None:
+    """Pid 1 of the sandbox: finish its file system, fork the kernel (which drops
+    every privilege and returns), seal the IPC folder once the kernel's sockets are
+    in it (:func:`seal`), drop every privilege and reap until the kernel exits."""
     lockdown.die_with_parent()
     mounts.enter_root(staging)
-    lockdown.drop_privileges(uid, uid)
-    lockdown.die_with_parent()  # a change of uid cleared it
-    if os.getppid() == 1:  # the keeper is already gone
-        os._exit(1)
     os.closerange(3, 65536)
     # The kernel talks over ZeroMQ; what it writes to its raw streams would fill
     # the grader's log pipe: none of that leaves the sandbox.
@@ -219,20 +219,30 @@ def _init(staging: str, policy: Policy, *, uid: int | None) -> None:
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
+    asks, answers = (os.pipe(), os.pipe()) if ipc else ((-1, -1), (-1, -1))
     kernel = os.fork()
-    lockdown.set_dumpable(kernel == 0)  # the kernel's /proc is its own; init's not
     if kernel == 0:
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        lockdown.limit(
-            memory=policy.memory,
-            cpu_seconds=policy.cpu_seconds,
-            file_size=policy.file_size,
-            processes=policy.processes if uid is not None else None,
-        )
+        for fd in (asks[0], answers[1]):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _become_kernel(policy, uid=uid, ends=(asks[1], answers[0]))
         return
+    lockdown.set_dumpable(False)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda s, _: _signal(kernel, s))
+    sealed = ipc is not None and _await_seal(asks[0], ipc, kernel)
+    for fd in (*asks, answers[0]):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    lockdown.drop_privileges(uid, uid)
+    lockdown.die_with_parent()  # a change of uid cleared it
+    lockdown.set_dumpable(False)
+    if os.getppid() == 1:  # the keeper is already gone
+        os._exit(1)
+    if sealed:
+        os.write(answers[1], b"k")
+    with contextlib.suppress(OSError):
+        os.close(answers[1])
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
@@ -240,6 +250,57 @@ def _init(staging: str, policy: Policy, *, uid: int | None) -> None:
             os._exit(1)
         if pid == kernel:
             os._exit(max(0, os.waitstatus_to_exitcode(status)))
+
+
+def _become_kernel(policy: Policy, *, uid: int | None, ends: tuple[int, int]) -> None:
+    """In the kernel, before any of its code: no privilege, its limits, and the
+    ends of the seal's pipes for :func:`seal` (``-1``: nothing to seal)."""
+    lockdown.drop_privileges(uid, uid)
+    lockdown.set_dumpable(True)  # the kernel's /proc is its own; init's is not
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    lockdown.limit(
+        memory=policy.memory,
+        cpu_seconds=policy.cpu_seconds,
+        file_size=policy.file_size,
+        processes=policy.processes if uid is not None else None,
+    )
+    if ends[0] >= 0:
+        for fd in ends:
+            os.set_inheritable(fd, True)  # a cold kernel execs ipykernel
+        os.environ[SEAL_ENV] = f"{ends[0]},{ends[1]}"
+
+
+def _await_seal(asks: int, ipc: str, kernel: int) -> bool:
+    """In the init: wait for the kernel's word that its sockets are bound, then make
+    its IPC folder read-only. ``False`` (the kernel is killed) if no word comes."""
+    ready, _, _ = select.select([asks], [], [], SEAL_TIMEOUT)
+    if ready and os.read(asks, 1) == b"s":
+        mounts.seal(ipc)
+        return True
+    _signal(kernel, signal.SIGKILL)
+    return False
+
+
+def seal(sockets: list[str], *, timeout: float = 30) -> None:
+    """In a sandboxed kernel, once ipykernel has bound ``sockets`` (their paths) and
+    before it runs any code: have the init make the IPC folder read-only, so that
+    nothing the kernel runs can add a file to the grader's disk. Does nothing
+    outside a sandbox; ends the kernel if the init does not answer."""
+    ends = os.environ.pop(SEAL_ENV, None)
+    if not ends:
+        return
+    ask, answer = map(int, ends.split(","))
+    deadline = time.monotonic() + timeout
+    while not all(os.path.exists(path) for path in sockets):
+        if time.monotonic() > deadline:
+            os._exit(1)
+        time.sleep(0.002)  # the heartbeat binds in a thread of its own
+    os.write(ask, b"s")
+    if os.read(answer, 1) != b"k":
+        os._exit(1)
+    os.close(ask)
+    os.close(answer)
 
 
 def _signal(pid: int, signum: int) -> None:

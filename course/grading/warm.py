@@ -79,7 +79,9 @@ def _cold(argv: list[str], memory: str | None, policy: str | None) -> None:
         argv = sandbox.enter(
             sandbox.Policy.from_env(policy), argv=argv, cwd=os.getcwd()
         )
-        os.execve(sys.executable, python + argv, kernel_env(os.environ))
+        env = {**kernel_env(os.environ), sandbox.SEAL_ENV: os.environ[sandbox.SEAL_ENV]}
+        app = [sys.executable, "-m", "course.grading.kernelapp"]
+        os.execve(sys.executable, app + argv, env)
     if memory:
         resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
     os.execv(sys.executable, python + argv)
