@@ -86,31 +86,40 @@ def zygote(tmp_path_factory):
     warm.stop(proc)
 
 
-def _kernel(env: dict, tmp_path: Path, cwd: Path) -> KernelManager:
+def _kernel(
+    env: dict, tmp_path: Path, cwd: Path, policy: sandbox.Policy | None = None
+) -> KernelManager:
     """A sandboxed kernel started through the course's kernel command, as
     GuardedExecute starts one: warm if ``env`` names a zygote, else cold."""
     km = KernelManager(kernel_name="python3", transport="ipc")
     (tmp_path / "ipc").mkdir()
     km.ip = str(tmp_path / "ipc" / "kernel")
     km.kernel_spec.argv[:3] = [sys.executable, "-m", "course.grading.warm"]
-    policy = sandbox.Policy().to_env()
+    policy = (policy or sandbox.Policy()).to_env()
     km.start_kernel(
         env={**env, "PGPASSWORD": SECRET, sandbox.ENV: policy}, cwd=str(cwd)
     )
     return km
 
 
-def _execute(km: KernelManager, code: str, timeout: float = 60) -> str:
+def _execute(
+    km: KernelManager, code: str, timeout: float = 60, dead: bool = False
+) -> str:
+    """What ``code`` prints; with ``dead``, what it printed before its kernel died."""
     kc = km.client()
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=60)
         out = []
-        kc.execute_interactive(
-            code,
-            timeout=timeout,
-            output_hook=lambda m: out.append(m["content"].get("text", "")),
-        )
+        try:
+            kc.execute_interactive(
+                code,
+                timeout=timeout,
+                output_hook=lambda m: out.append(m["content"].get("text", "")),
+            )
+        except TimeoutError:
+            if not dead or km.is_alive():
+                raise
         return "".join(out)
     finally:
         kc.stop_channels()
@@ -220,6 +229,37 @@ def test_a_sandbox_dies_with_its_proxy(zygote, tmp_path):
         time.sleep(0.1)
     assert not any(map(contain.running, kernels))
     km.shutdown_kernel(now=True)
+
+
+BALLAST = """
+import os
+held = 0
+for folder in ("/tmp", "/dev/shm", os.environ["HOME"], "."):
+    with open(os.path.join(folder, "ballast"), "wb") as f:
+        for _ in range(11):
+            f.write(b"x" * 2**24)
+            f.flush()
+            held += 2**24
+            print(held >> 20, flush=True)
+"""
+
+
+@pytest.mark.parametrize("ram", [512 << 20, 0])
+def test_a_sandbox_s_memory_holds_its_tmpfs_too(zygote, tmp_path, ram):
+    """Its four writable folders (192 MiB each here) take memory outside any
+    process's address space: with a cap of 512 MiB on the whole sandbox the kernel
+    holds less than that (a write fails or the kernel is killed); without one (the
+    control) it writes all 4 x 176 MiB."""
+    policy = sandbox.Policy(ram=ram, scratch=192 << 20, file_size=192 << 20)
+    km = _kernel(zygote[1], tmp_path, tmp_path, policy)
+    try:
+        held = [int(n) for n in _execute(km, BALLAST, timeout=20, dead=True).split()]
+    finally:
+        km.shutdown_kernel(now=True)
+    if ram:
+        assert held and max(held) < ram >> 20, held
+    else:
+        assert max(held) == 4 * 176, held
 
 
 def test_a_cold_kernel_is_sandboxed_too(tmp_path):

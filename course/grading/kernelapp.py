@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ipykernel.kernelapp import IPKernelApp
 
-from . import sandbox
+from . import inside
 
 
 class KernelApp(IPKernelApp):
@@ -25,7 +25,7 @@ class KernelApp(IPKernelApp):
             self.hb_port,
         )
         paths = [f"{self.ip}-{port}" for port in ports]  # ipykernel's IPC names
-        sandbox.seal(paths if self.transport == "ipc" else [])
+        inside.seal(paths if self.transport == "ipc" else [])
 
 
 if __name__ == "__main__":
