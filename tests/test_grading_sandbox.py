@@ -58,7 +58,7 @@ def test_a_machine_that_cannot_sandbox_is_refused_before_grading(tmp_path):
     root = grading.make_course(tmp_path / "course")
     grading.release(["01_config"], root)
     release = grading.notebook_path(root, "release", "01_config")
-    submitted = grading.notebook_path(root, "submitted", "01_config", "ana")
+    submitted = grading.notebook_path(root, "submitted", "01_config", student="ana")
     submitted.parent.mkdir(parents=True)
     submitted.write_bytes(release.read_bytes())
     script = (

@@ -90,7 +90,7 @@ def _make_class(folder: Path, attacks, port: int) -> Path:
         code = _attack(name, fields) + ref["describe_config"]
         students[f"attack_{name}"] = {**ref, "describe_config": code}
     for student, answers in students.items():
-        path = grading.notebook_path(root, "submitted", A, student)
+        path = grading.notebook_path(root, "submitted", A, student=student)
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(fill(release, answers)))
     return root
@@ -173,7 +173,7 @@ def test_every_attack_fails(attacked, name):
     root, proc, _, _ = attacked
     out = printed(root, A, f"attack_{name}")
     if name in STOPPED:  # the output limit stopped its kernel: graded all the same
-        graded = grading.notebook_path(root, "autograded", A, f"attack_{name}")
+        graded = grading.notebook_path(root, "autograded", A, student=f"attack_{name}")
         assert "printed more than" in graded.read_text(), proc.stdout
         return
     assert f"RAN-{name}" in out, out[-2000:] + proc.stdout

@@ -41,7 +41,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..i18n import say
-from . import HOME, inside, mounts
+from . import inside, mounts
+from .environment import HOME
 
 ENV = "COURSE_SANDBOX"  # the kernel's Policy, as JSON: set by GuardedExecute
 SLOT_UID = 2_000_000_000  # as root, the kernel of slot N runs as SLOT_UID + N
