@@ -22,7 +22,7 @@ from . import (
     fail,
     given,
 )
-from .oracles import Case, course_case, random_cases
+from .oracles import NO_SCALE, Case, course_case, random_cases
 
 _softmax = torch.softmax
 NO_MASK = N_("padded keys get weight: the attention mask was not applied.")
@@ -37,9 +37,6 @@ MULTIPLIED = N_(
 )
 ON_K = N_(
     "the attention probabilities were applied to K instead of V: context = probs @ V."
-)
-NO_SCALE = N_(
-    "missing 1/sqrt(d): divide the scores by the square root of the head size."
 )
 AS_IS = N_(
     "the (B, T) mask was not broadcast over heads and queries: added as it "

@@ -18,8 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..i18n import N_, say
 from . import call, expect_close, expect_shape, fail, forbid, is_close
-from .attention import NO_SCALE
-from .debugging import FUSED, PER_BLOCK
+from .oracles import FUSED, NO_SCALE, PER_BLOCK
 
 _sdpa = F.scaled_dot_product_attention
 

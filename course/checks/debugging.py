@@ -59,13 +59,6 @@ MIXED = N_(
     "head by head across tokens, so heads and tokens are mixed. View as (B, "
     "T, H, d), then transpose(1, 2)."
 )
-PER_BLOCK = N_(
-    "each block of keys is normalised on its own; keep a running max and sum "
-    "across blocks, and rescale what you summed so far when the max grows."
-)
-FUSED = N_(
-    "Write the blocks by hand: torch's fused attention is turned off for this exercise."
-)
 
 
 def masked_oracle(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1):

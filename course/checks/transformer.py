@@ -17,7 +17,7 @@ from torch import nn
 from ..data import ECHO_LEN, ECHO_VOCAB, echo_task
 from ..i18n import N_, say
 from . import call, expect_close, expect_shape, fail, forbid
-from .attention import NO_SCALE
+from .oracles import NO_SCALE
 
 BUILD = N_(
     "Build attention from your own projections: torch's MultiheadAttention "

@@ -15,7 +15,6 @@ import ast
 from dataclasses import dataclass
 
 from ...checks import (
-    debugging,
     heads,
     layer,
     oracles,
@@ -90,7 +89,7 @@ LESSONS = {
     "causal_attention": Lesson(positions.CAUSAL, FUSED),
     "MultiHeadSelfAttention": Lesson(transformer.BUILD, FUSED),
     "EncoderBlock": Lesson(transformer.BUILD, FUSED),
-    "chunked_attention": Lesson(debugging.FUSED, FUSED),
+    "chunked_attention": Lesson(oracles.FUSED, FUSED),
 }
 
 
