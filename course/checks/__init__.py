@@ -18,6 +18,7 @@ re-exported here, as the notebooks and the course's spec use them.
 
 from __future__ import annotations
 
+from ..i18n import N_, say  # the marks the checks use, for their callers too
 from . import evidence
 from .blocking import forbid, no_forward, softmax_forbidden
 from .calls import HINTS, CheckFailed, ShortcutUsed, call, fail, given, score_line
@@ -34,8 +35,8 @@ from .compare import (
 )
 from .inputs import SAMPLE_TEXTS, random_batch, random_tiny_bert
 
-__all__ = ["HINTS", "SAMPLE_TEXTS", "CheckFailed", "ShortcutUsed", "allclose"]
+__all__ = ["HINTS", "N_", "SAMPLE_TEXTS", "CheckFailed", "ShortcutUsed", "allclose"]
 __all__ += ["call", "equal", "evidence", "expect_close", "expect_equal"]
 __all__ += ["expect_finite", "expect_shape", "expect_tensor", "fail", "forbid"]
 __all__ += ["given", "is_close", "max_diff", "no_forward", "random_batch"]
-__all__ += ["random_tiny_bert", "score_line", "softmax_forbidden"]
+__all__ += ["random_tiny_bert", "say", "score_line", "softmax_forbidden"]
