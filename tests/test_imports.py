@@ -89,6 +89,7 @@ def test_the_graph_is_read():
 KNOWN = [
     ["course.grading.feedback", "course.i18n"],
     ["course.grading", "course.grading.gradebook"],
+    ["course.grading.inside", "course.grading.sandbox"],
     [
         "course.grading.execute",
         "course.grading.judge",

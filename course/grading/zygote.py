@@ -169,12 +169,12 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
     random.seed()
     numpy.random.seed()
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from ipykernel.kernelapp import IPKernelApp
+    from .kernelapp import KernelApp
 
     argv = list(request["argv"])
     if os.environ.get("JPY_PARENT_PID"):  # read at import in a cold kernel
         argv.append(f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}")
-    IPKernelApp.launch_instance(argv=argv)
+    KernelApp.launch_instance(argv=argv)
     os._exit(0)
 
 
