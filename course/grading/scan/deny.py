@@ -88,7 +88,7 @@ LYING |= {"__getattribute__"}
 #: Bases an answer may not subclass (a subclass can lie to the comparisons).
 LYING_BASES = r"\b(Tensor|ndarray|Parameter)$"
 
-#: Roots of private names (``torch._C``, ``course.checks._run``).
+#: Roots of private names (``torch._C``, ``course.checks.calls._run``).
 PRIVATE_ROOTS = {"torch", "numpy", "course"}
 
 #: Attribute stores on imported names that are harmless: plot style, cuDNN flags.
