@@ -11,24 +11,45 @@ that folder read-only in the sandbox, drops its own privileges and answers.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
 import time
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass
 
 from . import lockdown, mounts
-
-if TYPE_CHECKING:
-    from . import sandbox
 
 SEAL_ENV = "COURSE_SANDBOX_SEAL"  # the kernel's ends of its seal pipes: "ask,answer"
 SEAL_TIMEOUT = 300  # seconds a kernel has to bind its sockets
 
 
-def init(
-    staging: str, policy: sandbox.Policy, *, uid: int | None, ipc: str | None
-) -> None:
+@dataclass(frozen=True)
+class Policy:
+    """What one kernel may use: bytes of address space per process (0: no cap);
+    bytes of memory for the whole sandbox, its processes and its tmpfs folders
+    together (as root, a memory cgroup; 0: ``memory``); CPU seconds, bytes per file
+    and per writable folder, processes; ``hidden`` names folders (the course's) that
+    no read-only path may contain."""
+
+    memory: int = 0
+    ram: int = 0
+    cpu_seconds: int = 1800
+    file_size: int = 256 << 20
+    scratch: int = 256 << 20
+    processes: int = 64
+    hidden: tuple[str, ...] = ()
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls, text: str) -> Policy:
+        fields = json.loads(text)
+        return cls(**{**fields, "hidden": tuple(fields.get("hidden", ()))})
+
+
+def init(staging: str, policy: Policy, *, uid: int | None, ipc: str | None) -> None:
     """Pid 1 of the sandbox: finish its file system, fork the kernel (which drops
     every privilege and returns), seal the IPC folder once the kernel's sockets are
     in it (:func:`seal`), drop every privilege and reap until the kernel exits."""
@@ -74,9 +95,7 @@ def init(
             os._exit(max(0, os.waitstatus_to_exitcode(status)))
 
 
-def _become_kernel(
-    policy: sandbox.Policy, *, uid: int | None, ends: tuple[int, int]
-) -> None:
+def _become_kernel(policy: Policy, *, uid: int | None, ends: tuple[int, int]) -> None:
     """In the kernel, before any of its code: no privilege, its limits, and the
     ends of the seal's pipes for :func:`seal` (``-1``: nothing to seal)."""
     lockdown.drop_privileges(uid, uid)

@@ -37,12 +37,12 @@ import select
 import signal
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..i18n import say
 from . import inside, mounts
 from .environment import HOME
+from .inside import Policy
 
 ENV = "COURSE_SANDBOX"  # the kernel's Policy, as JSON: set by GuardedExecute
 SLOT_UID = 2_000_000_000  # as root, the kernel of slot N runs as SLOT_UID + N
@@ -52,31 +52,6 @@ INNER_UID = 1000  # the kernel's uid inside a user namespace (not root)
 CONNECTION = "/run/connection.json"
 CLONE = {"NS": 0x20000, "CGROUP": 0x2000000, "UTS": 0x4000000, "IPC": 0x8000000,
          "USER": 0x10000000, "PID": 0x20000000, "NET": 0x40000000}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Policy:
-    """What one kernel may use: bytes of address space per process (0: no cap);
-    bytes of memory for the whole sandbox, its processes and its tmpfs folders
-    together (as root, a memory cgroup; 0: ``memory``); CPU seconds, bytes per file
-    and per writable folder, processes; ``hidden`` names folders (the course's) that
-    no read-only path may contain."""
-
-    memory: int = 0
-    ram: int = 0
-    cpu_seconds: int = 1800
-    file_size: int = 256 << 20
-    scratch: int = 256 << 20
-    processes: int = 64
-    hidden: tuple[str, ...] = ()
-
-    def to_env(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_env(cls, text: str) -> Policy:
-        fields = json.loads(text)
-        return cls(**{**fields, "hidden": tuple(fields.get("hidden", ()))})
 
 
 def readonly_paths(hidden: tuple[str, ...] = ()) -> list[str]:

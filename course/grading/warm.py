@@ -35,10 +35,9 @@ import time
 from pathlib import Path
 
 from . import contain, inside, sandbox, zygote
-from .environment import kernel_env, public_env
+from .environment import MEMORY_ENV, kernel_env, public_env
 
 SOCKET_ENV = "COURSE_WARM_SOCKET"
-MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space for each kernel
 KERNEL = "course-warm"
 
 

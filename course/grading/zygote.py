@@ -73,10 +73,11 @@ def _preload() -> None:
         softmax,
         split,
         transformer,
+        warm,
     )
 
     models.load()
-    oracles.warm_up()  # the oracle model, its neuron view and its visible cases
+    warm.warm_up()  # the oracle model, its neuron view and its visible cases
     # What an nbgrader process forked from here needs: the app and the judge, the
     # gradebook's mappers configured and nbformat's validators compiled (0.3 s of
     # every task when each nbgrader did it for itself).
