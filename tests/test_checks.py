@@ -108,11 +108,12 @@ def test_grading_uses_references_taken_before_student_code(monkeypatch):
 def test_warm_up_runs_the_visible_tests_inputs_before_any_test():
     """What a zygote runs before it forks: later calls of the checks are answered
     from those runs."""
-    from course.checks import layer, oracles
+    from course.checks import layer_cases as layer
+    from course.checks import oracles, warm
 
     for cached in (oracles._course_case, oracles._sample_qk, layer._course_case):
         cached.cache_clear()
-    oracles.warm_up()
+    warm.warm_up()
     made = [c.cache_info().misses for c in (oracles._course_case, layer._course_case)]
     oracles.course_case(padded=True)
     oracles.course_case(text=checks.SAMPLE_TEXTS[1])
@@ -127,7 +128,8 @@ def test_oracle_runs_are_made_once_and_each_caller_gets_its_own_tensors():
     """course_case and sample_qk run the model once per input; a caller that
     changes its tensors in place (as a student's call may) changes no one else's."""
     from course import data
-    from course.checks import layer, oracles
+    from course.checks import layer_cases as layer
+    from course.checks import oracles
 
     first = oracles.course_case(padded=True)
     first.hidden.add_(1.0)

@@ -12,7 +12,7 @@ from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
 from course.grading import warm
-from course.grading.environment import threads
+from course.grading.environment import MEMORY_ENV, threads
 
 PROBE = """
 import json, os, resource, torch
@@ -40,7 +40,7 @@ def warm_env(zygote, monkeypatch):
     for key in (warm.SOCKET_ENV, "JUPYTER_PATH"):
         monkeypatch.setenv(key, zygote[1][key])
     monkeypatch.setenv("WARM_TEST_MARK", "from the grader")
-    monkeypatch.setenv(warm.MEMORY_ENV, str(3 * 2**30))
+    monkeypatch.setenv(MEMORY_ENV, str(3 * 2**30))
     return zygote[0]
 
 

@@ -253,12 +253,14 @@ def test_no_verdict_is_written_outside_the_catalog():
     found = [
         line
         for path in sorted(checks.glob("*.py"))
-        if path.name != "evidence.py"  # the record format, not verdicts
+        if path.name not in ("evidence.py", "codec.py")  # the record format
         for line in _prose_outside_the_catalog(path)
     ]
     grading = sorted((Path(i18n.HERE) / "grading").glob("*.py"))
     covered = [p for p in grading if p.name not in NOT_STUDENT_FACING]
-    assert {"shortcuts.py", "tamper.py"} <= {p.name for p in covered}
+    scan = sorted((Path(i18n.HERE) / "grading" / "scan").glob("*.py"))
+    covered += [p for p in scan if p.name != "deny.py"]  # why each entry, for code
+    assert {"tampering.py", "lessons.py", "reading.py"} <= {p.name for p in covered}
     found += [
         line for path in covered for line in _prose_outside_the_catalog(path, True)
     ]
@@ -289,7 +291,7 @@ def test_the_readmes_say_what_language_the_verdicts_speak(monkeypatch):
     """README's 中文版 paragraph says verdicts come from the catalog (not that
     they are English), and they do: a check's and the grader's, in Chinese."""
     from course.checks import softmax
-    from course.grading.tamper import scan
+    from course.grading.scan import scan_source
 
     root = Path(i18n.HERE).parent
     readme = (root / "README.md").read_text("utf-8")
@@ -299,7 +301,7 @@ def test_the_readmes_say_what_language_the_verdicts_speak(monkeypatch):
         assert not re.search(r"(?i)verdicts (are|stay) (still |only )?English", text)
     monkeypatch.setenv("COURSE_LANG", "zh")
     assert CHINESE.search(i18n.say(softmax.BY_HAND))
-    assert CHINESE.search(scan("exec('x = 1')")[0][1])
+    assert CHINESE.search(scan_source("exec('x = 1')")[0][1])
 
 
 def test_a_verdict_speaks_the_language_asked_for(monkeypatch):

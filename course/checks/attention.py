@@ -22,7 +22,7 @@ from . import (
     fail,
     given,
 )
-from .oracles import Case, course_case, random_cases
+from .oracles import NO_SCALE, Case, course_case, random_cases
 
 _softmax = torch.softmax
 NO_MASK = N_("padded keys get weight: the attention mask was not applied.")
@@ -37,9 +37,6 @@ MULTIPLIED = N_(
 )
 ON_K = N_(
     "the attention probabilities were applied to K instead of V: context = probs @ V."
-)
-NO_SCALE = N_(
-    "missing 1/sqrt(d): divide the scores by the square root of the head size."
 )
 AS_IS = N_(
     "the (B, T) mask was not broadcast over heads and queries: added as it "
@@ -77,7 +74,7 @@ def _pair(got, name: str):
     return got
 
 
-def _expect_head(fn, case: Case, head: int, masked: bool, part: str) -> None:
+def _expect_head(fn, case: Case, *, head: int, masked: bool, part: str) -> None:
     args = (head, case.mask) if masked else (head,)
     probs, context = _pair(case.run(fn, *args, name="head_attention"), "head_attention")
     B, T, _ = case.hidden.shape
@@ -108,33 +105,37 @@ def _expect_head(fn, case: Case, head: int, masked: bool, part: str) -> None:
 def head_attention_shapes(fn) -> None:
     """head_attention returns probs (B, T, T) and context (B, T, d)."""
     for text in SAMPLE_TEXTS:
-        _expect_head(fn, course_case(text=text), 0, False, "shape")
+        _expect_head(fn, course_case(text=text), head=0, masked=False, part="shape")
 
 
 def head_attention_probs(fn) -> None:
     """Heads 0 and 7 of layer 0: probs equal the model's attentions."""
     for text in SAMPLE_TEXTS:
         for head in (0, 7):
-            _expect_head(fn, course_case(text=text), head, False, "probs")
+            _expect_head(
+                fn, course_case(text=text), head=head, masked=False, part="probs"
+            )
 
 
 def head_attention_context(fn) -> None:
     """Heads 0 and 7 of layer 0: context equals the attention module's output."""
     for text in SAMPLE_TEXTS:
         for head in (0, 7):
-            _expect_head(fn, course_case(text=text), head, False, "context")
+            _expect_head(
+                fn, course_case(text=text), head=head, masked=False, part="context"
+            )
 
 
 def head_attention_mask(fn) -> None:
     """A padded batch of two texts: padded keys get zero weight."""
-    _expect_head(fn, course_case(padded=True), 3, True, "all")
+    _expect_head(fn, course_case(padded=True), head=3, masked=True, part="all")
 
 
 def head_attention_random(fn, seed: int) -> None:
     """Other models, layers, heads, batches, lengths and padding."""
     rng = random.Random(seed)
     for case in random_cases(seed):
-        _expect_head(fn, case, rng.randrange(case.H), True, "all")
+        _expect_head(fn, case, head=rng.randrange(case.H), masked=True, part="all")
 
 
 def _ext(fn, mask, dtype):

@@ -18,8 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..i18n import N_, say
 from . import call, expect_close, expect_shape, fail, forbid, is_close
-from .attention import NO_SCALE
-from .debugging import FUSED, PER_BLOCK
+from .oracles import FUSED, NO_SCALE, PER_BLOCK
 
 _sdpa = F.scaled_dot_product_attention
 
@@ -125,14 +124,14 @@ def _expect_values(fn, Q, K, V, chunk: int, mask=None) -> None:
     expect_close(out, oracle(Q, K, V, mask), name, diagnose=wrong, what="torch")
 
 
-def _qkv(gen, batch, Tq: int, Tk: int, d: int, dtype=torch.float32):
+def _qkv(gen, batch, *, Tq: int, Tk: int, d: int, dtype=torch.float32):
     def draw(T):
         return torch.randn(*batch, T, d, generator=gen, dtype=torch.float64).to(dtype)
 
     return draw(Tq), draw(Tk), draw(Tk)
 
 
-def _mask(gen, batch, Tq: int, Tk: int, chunk: int = 0) -> torch.Tensor:
+def _mask(gen, batch, *, Tq: int, Tk: int, chunk: int = 0) -> torch.Tensor:
     """Random bool (..., Tq, Tk), every query with at least one key it may attend.
 
     With ``chunk`` < Tk, query 0 may attend no key of the first block (a running
@@ -150,26 +149,26 @@ def chunked_attention_values(fn) -> None:
     """Equal to full attention; blocks that do not divide Tk evenly."""
     gen = torch.Generator().manual_seed(1111)
     for chunk in (3, 16, 50):
-        _expect_values(fn, *_qkv(gen, (2, 3), 7, 16, 8), chunk)
+        _expect_values(fn, *_qkv(gen, (2, 3), Tq=7, Tk=16, d=8), chunk)
 
 
 def chunked_attention_mask(fn) -> None:
     """With a bool mask (True = may attend), also one that is causal."""
     gen = torch.Generator().manual_seed(1112)
-    Q, K, V = _qkv(gen, (2,), 6, 10, 4)
-    _expect_values(fn, Q, K, V, 4, _mask(gen, (2,), 6, 10))
+    Q, K, V = _qkv(gen, (2,), Tq=6, Tk=10, d=4)
+    _expect_values(fn, Q, K, V, 4, _mask(gen, (2,), Tq=6, Tk=10))
     causal = torch.ones(10, 10, dtype=torch.bool).tril()
-    Q, K, V = _qkv(gen, (1, 2), 10, 10, 4)
+    Q, K, V = _qkv(gen, (1, 2), Tq=10, Tk=10, d=4)
     _expect_values(fn, Q, K, V, 3, causal)
     # a dense random mask and small blocks: query 0 may attend nothing in the first
-    Q, K, V = _qkv(gen, (2,), 5, 12, 4)
-    _expect_values(fn, Q, K, V, 2, _mask(gen, (2,), 5, 12, chunk=2))
+    Q, K, V = _qkv(gen, (2,), Tq=5, Tk=12, d=4)
+    _expect_values(fn, Q, K, V, 2, _mask(gen, (2,), Tq=5, Tk=12, chunk=2))
 
 
 def chunked_attention_memory(fn) -> None:
     """No tensor as large as a whole (Tq, Tk) score matrix is ever made."""
     gen = torch.Generator().manual_seed(1113)
-    Q, K, V = _qkv(gen, (1, 2), 64, 1024, 8)
+    Q, K, V = _qkv(gen, (1, 2), Tq=64, Tk=1024, d=8)
     out, largest = _run(fn, Q, K, V, 128)
     whole = 2 * 64 * 1024
     size = math.prod(largest) if largest else 0
@@ -208,12 +207,13 @@ def chunked_attention_random(fn, seed: int) -> None:
         Tq, Tk, d = rng.randint(1, 9), rng.randint(1 + split, 20), rng.choice([2, 4, 8])
         chunk = rng.randint(1, Tk - 1 if split else Tk + 3)
         dtype = rng.choice([torch.float32, torch.float64])
-        Q, K, V = _qkv(gen, batch, Tq, Tk, d, dtype)
+        Q, K, V = _qkv(gen, batch, Tq=Tq, Tk=Tk, d=d, dtype=dtype)
         masked = not split and rng.random() < 0.5
-        mask = _mask(gen, batch, Tq, Tk, chunk) if masked else None
+        mask = _mask(gen, batch, Tq=Tq, Tk=Tk, chunk=chunk) if masked else None
         _expect_values(fn, Q, K, V, chunk, mask)
     batch = tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
     Tq, Tk, d = rng.randint(1, 9), rng.randint(4, 20), rng.choice([2, 4, 8])
     chunk = rng.randint(1, Tk // 2)
-    Q, K, V = _qkv(gen, batch, Tq, Tk, d, rng.choice([torch.float32, torch.float64]))
-    _expect_values(fn, Q, K, V, chunk, _mask(gen, batch, Tq, Tk, chunk))
+    dtype = rng.choice([torch.float32, torch.float64])
+    Q, K, V = _qkv(gen, batch, Tq=Tq, Tk=Tk, d=d, dtype=dtype)
+    _expect_values(fn, Q, K, V, chunk, _mask(gen, batch, Tq=Tq, Tk=Tk, chunk=chunk))

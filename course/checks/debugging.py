@@ -59,13 +59,6 @@ MIXED = N_(
     "head by head across tokens, so heads and tokens are mixed. View as (B, "
     "T, H, d), then transpose(1, 2)."
 )
-PER_BLOCK = N_(
-    "each block of keys is normalised on its own; keep a running max and sum "
-    "across blocks, and rescale what you summed so far when the max grows."
-)
-FUSED = N_(
-    "Write the blocks by hand: torch's fused attention is turned off for this exercise."
-)
 
 
 def masked_oracle(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1):
@@ -104,7 +97,7 @@ def _expect_masked(fn, scores, mask, dim: int = -1) -> None:
     expect_close(got, want, name, atol=tol, rtol=tol, diagnose=wrong, what="torch")
 
 
-def _scores(gen, shape, scale: float, dtype=torch.float32):
+def _scores(gen, shape, scale: float, *, dtype=torch.float32):
     return (torch.randn(shape, generator=gen, dtype=torch.float64) * scale).to(dtype)
 
 
@@ -133,7 +126,7 @@ def masked_softmax_empty_rows(fn) -> None:
 def masked_softmax_half(fn) -> None:
     """float16 scores up to 3e4, with empty rows: finite, right, still float16."""
     gen = torch.Generator().manual_seed(1103)
-    scores = _scores(gen, (2, 4, 9), 1e4, torch.float16)
+    scores = _scores(gen, (2, 4, 9), 1e4, dtype=torch.float16)
     mask = torch.rand(2, 4, 9, generator=gen) < 0.5
     mask[0, 2] = False
     mask[1, :, 0] = True
@@ -159,7 +152,7 @@ def masked_softmax_random(fn, seed: int) -> None:
             mask[tuple(index)] = False
             index[other], index[-3 - other] = -1, 0
             mask[tuple(index)] = True
-        _expect_masked(fn, _scores(gen, shape, scale, dtype), mask, dim)
+        _expect_masked(fn, _scores(gen, shape, scale, dtype=dtype), mask, dim)
 
 
 def _expect_key_mask(fn, case) -> None:

@@ -136,7 +136,7 @@ def head_params_random(fn, seed: int) -> None:
         _expect_bias(fn, linear, head, d)
 
 
-def _expect_projection(fn, x, linear, head, d) -> None:
+def _expect_projection(fn, x, linear, *, head, d) -> None:
     with torch.no_grad():
         full = linear(x)  # (..., T, H*d)
     want = full[..., head * d : (head + 1) * d]
@@ -170,9 +170,9 @@ def _expect_projection(fn, x, linear, head, d) -> None:
 def project_head_course(fn) -> None:
     """project_head on the sample text's embeddings equals the query output of head 3."""
     linear, c = _course_query()
+    d = c.hidden_size // c.num_attention_heads
     for text in SAMPLE_TEXTS:
-        x = sample_embeddings(text)
-        _expect_projection(fn, x, linear, 3, c.hidden_size // c.num_attention_heads)
+        _expect_projection(fn, sample_embeddings(text), linear, head=3, d=d)
 
 
 def project_head_random(fn, seed: int) -> None:
@@ -181,7 +181,7 @@ def project_head_random(fn, seed: int) -> None:
     for i, (linear, H, d, head) in enumerate(_random_linears(seed)):
         batch = [(), (2,), (2, 3), (1,)][i % 4]
         x = torch.randn(*batch, 5, H * d, generator=gen)
-        _expect_projection(fn, x, linear, head, d)
+        _expect_projection(fn, x, linear, head=head, d=d)
 
 
 def sample_embeddings(text: str = data.SAMPLE_TEXT) -> torch.Tensor:

@@ -1,156 +1,39 @@
 """Checks for 07_full_layer: embeddings, attention block, feed-forward, layer, encoder.
 
 Oracles: the model's ``hidden_states`` and each submodule's own output, computed
-before the student's code runs with those modules' ``forward`` turned off.
+before the student's code runs with those modules' ``forward`` turned off
+(:mod:`.layer_cases`).
 """
 
 from __future__ import annotations
 
-import functools
-import random
-
 import torch
 import torch.nn.functional as F
 
-from .. import data, models
-from ..i18n import N_, say
-from . import (
-    call,
-    equal,
-    expect_close,
-    expect_shape,
-    fail,
-    forbid,
-    random_batch,
-    random_tiny_bert,
+from ..i18n import say
+from . import call, expect_close, expect_shape, fail, forbid
+from .layer_cases import (
+    AFTER_LN,
+    BY_HAND,
+    FF_RESIDUAL,
+    NO_RESIDUAL,
+    PRE_LN,
+    RELU,
+    SCALED,
+    TANH_GELU,
+    UNPADDED,
+    Case,
+    blocked,
+    course_case,
+    random_cases,
+    twice,
 )
-from .oracles import own_copy
-
-BY_HAND = N_(
-    "Build it from its parts (Linear, LayerNorm, Embedding modules): calling "
-    "the block itself is the shortcut this exercise turns off."
-)
-PRE_LN = N_(
-    "pre-LN instead of post-LN: BERT normalises after adding the residual, "
-    "LayerNorm(x + sublayer(x))."
-)
-AFTER_LN = N_(
-    "the residual was added after LayerNorm; BERT computes LayerNorm(x + sublayer(x))."
-)
-NO_RESIDUAL = N_("the residual connection is missing: LayerNorm(x + sublayer(x)).")
-FF_RESIDUAL = N_(
-    "the feed-forward's residual connection is missing: the layer ends with "
-    "LayerNorm(a + FF(a)), where a is the attention block's output, not "
-    "LayerNorm(FF(a))."
-)
-RELU = N_("ReLU instead of GELU: BERT's feed-forward uses GELU.")
-TANH_GELU = N_(
-    "the tanh approximation of GELU; BERT's 'gelu' is the exact erf form "
-    "(F.gelu(x) with its default)."
-)
-DROPOUT = N_(
-    "the result changes from one call to the next: dropout is active. At "
-    "inference dropout is off (eval mode, or training=False)."
-)
-# Dropout on a tiny tensor often drops nothing, twice: what is left is its 1/(1 - p).
-SCALED = N_(
-    "the sublayer's output is scaled by 1/(1 - p): dropout is active (this "
-    "time it dropped nothing, but still rescaled). At inference dropout is "
-    "off (eval mode, or training=False)."
-)
-
-
-def _blocked(*modules) -> list:
-    return [(m, "forward") for m in modules] + [(F, "scaled_dot_product_attention")]
-
-
-class Case:
-    """The model's own intermediate values for one layer and batch."""
-
-    def __init__(self, model, layer: int, ids, types, mask):
-        self.model, self.ids, self.types, self.mask = model, ids, types, mask
-        self.layer = model.encoder.layer[layer]
-        seen = {}
-
-        def keep(_m, _i, output) -> None:
-            seen["attn"] = output[0] if isinstance(output, tuple) else output
-
-        hook = self.layer.attention.register_forward_hook(keep)
-        with torch.no_grad():
-            out = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
-        hook.remove()
-        self.states = out.hidden_states
-        self.hidden, self.after = out.hidden_states[layer], out.hidden_states[layer + 1]
-        self.attn_out = seen["attn"]  # (B, T, D): after the attention block
-        self.ext = (1.0 - mask[:, None, None, :].float()) * torch.finfo(
-            torch.float32
-        ).min
-
-    def context(self, x):
-        """Self-attention context (before the output dense) of input x."""
-        with torch.no_grad():
-            out = self.layer.attention.self(x, attention_mask=self.ext)
-        return out[0] if isinstance(out, tuple) else out
-
-
-# Unpadded visible tests run on the sentence pair (token types 0 and 1), then on the
-# sample text, so that an answer fitted to one input cannot pass them.
-UNPADDED = (data.SENTENCE_PAIR, (data.SAMPLE_TEXT,))
-
-
-def course_case(padded: bool = False, layer: int = 2, texts=data.SENTENCE_PAIR) -> Case:
-    """The course model at ``layer`` on ``texts`` (or a padded batch); the model
-    runs once per input and process, each caller gets its own tensors."""
-    return own_copy(_course_case(padded, layer, tuple(texts)))
-
-
-@functools.lru_cache(maxsize=8)
-def _course_case(padded: bool, layer: int, texts: tuple) -> Case:
-    tok = models.load_tokenizer()
-    if padded:
-        enc = tok([data.SAMPLE_TEXT, "A short one."], padding=True, return_tensors="pt")
-    else:
-        enc = tok(*texts, return_tensors="pt")
-    return Case(
-        models.oracle_model(),
-        layer,
-        enc["input_ids"],
-        enc["token_type_ids"],
-        enc["attention_mask"],
-    )
-
-
-def random_cases(seed: int, n: int = 3):
-    rng = random.Random(seed)
-    for _ in range(n):
-        model = random_tiny_bert(rng, heads=(1, 2, 4))
-        ids, types, mask = random_batch(rng, token_types=True)
-        yield Case(
-            model, rng.randrange(model.config.num_hidden_layers), ids, types, mask
-        )
-
-
-def _twice(fn, args, name):
-    """``fn(*args)``, called again to catch active dropout: twice more for a small
-    result (on a few dozen numbers two calls now and then drop the same ones)."""
-    a = call(fn, *args, name=name)
-    small = isinstance(a, torch.Tensor) and a.numel() <= 4096
-    for _ in range(2 if small else 1):
-        b = call(fn, *args, name=name)
-        if (
-            isinstance(a, torch.Tensor)
-            and isinstance(b, torch.Tensor)
-            and a.shape == b.shape
-            and not equal(a, b)
-        ):
-            fail("{name}: {why}", name=name, why=DROPOUT)
-    return a
 
 
 def _expect_embeddings(fn, case: Case) -> None:
     emb = case.model.embeddings
-    with forbid(_blocked(emb), BY_HAND):
-        got = _twice(fn, (case.ids, case.types, emb), "embeddings_forward")
+    with forbid(blocked(emb), BY_HAND):
+        got = twice(fn, (case.ids, case.types, emb), "embeddings_forward")
     want = case.states[0]
     expect_shape(got, want.shape, "embeddings_forward(...)", "(B, T, D).")
     T = case.ids.shape[1]
@@ -187,7 +70,7 @@ def embeddings_forward_shape(fn) -> None:
     """embeddings_forward gives (B, T, D)."""
     case = course_case()
     emb = case.model.embeddings
-    with forbid(_blocked(emb), BY_HAND):
+    with forbid(blocked(emb), BY_HAND):
         got = call(fn, case.ids, case.types, emb, name="embeddings_forward")
     expect_shape(got, case.states[0].shape, "embeddings_forward(...)", "(B, T, D).")
 
@@ -207,8 +90,8 @@ def embeddings_forward_random(fn, seed: int) -> None:
 def _expect_attention_block(fn, case: Case, masked: bool) -> None:
     att = case.layer.attention
     args = (case.hidden.clone(), att) + ((case.mask,) if masked else ())
-    with forbid(_blocked(att, att.self, att.output), BY_HAND):
-        got = _twice(fn, args, "attention_block")
+    with forbid(blocked(att, att.self, att.output), BY_HAND):
+        got = twice(fn, args, "attention_block")
     h, out = case.hidden, att.output
     with torch.no_grad():
         sub = out.dense(case.context(h))
@@ -251,8 +134,8 @@ def _keep(case: Case) -> float:
 
 def _expect_feed_forward(fn, case: Case) -> None:
     layer, x = case.layer, case.attn_out
-    with forbid(_blocked(layer, layer.intermediate, layer.output), BY_HAND):
-        got = _twice(fn, (x.clone(), layer), "feed_forward")
+    with forbid(blocked(layer, layer.intermediate, layer.output), BY_HAND):
+        got = twice(fn, (x.clone(), layer), "feed_forward")
     with torch.no_grad():
         want = case.after
         up, down, ln = (
@@ -301,8 +184,8 @@ def _layer_modules(layer):
 
 def _expect_layer(fn, case: Case, masked: bool) -> None:
     args = (case.hidden.clone(), case.layer) + ((case.mask,) if masked else ())
-    with forbid(_blocked(*_layer_modules(case.layer)), BY_HAND):
-        got = _twice(fn, args, "bert_layer")
+    with forbid(blocked(*_layer_modules(case.layer)), BY_HAND):
+        got = twice(fn, args, "bert_layer")
     expect_shape(got, case.after.shape, "bert_layer(...)", "(B, T, D).")
     a, out = case.attn_out, case.layer.output
     with torch.no_grad():  # the attention block right, the feed-forward's sum not
@@ -341,7 +224,7 @@ def _expect_encoder(fn, case: Case) -> None:
     modules = [model, model.embeddings, model.encoder] + [
         m for layer in model.encoder.layer for m in _layer_modules(layer)
     ]
-    with forbid(_blocked(*modules), BY_HAND):
+    with forbid(blocked(*modules), BY_HAND):
         got = call(fn, case.ids, case.types, model, case.mask, name="bert_encoder")
     L = model.config.num_hidden_layers
     if not isinstance(got, (tuple, list)):

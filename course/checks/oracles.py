@@ -6,7 +6,10 @@
 * :func:`course_case` / :func:`random_cases`: that run on the course model and the
   sample text, or on tiny BERTs of random sizes and padded random batches;
   :func:`own_copy` gives a caller its own copy of a case made once.
-* :func:`sample_qk`: bertviz's neuron-view queries and keys of a text.
+* :func:`sample_qk`: bertviz's neuron-view queries and keys of a text;
+* the sentences the checks of several notebooks say (:data:`NO_SCALE`,
+  :data:`PER_BLOCK`, :data:`FUSED`, :data:`BY_HAND`): a notebook's checks import
+  no other notebook's.
 
 Every value here comes from the model or bertviz, never from a solution.
 """
@@ -22,8 +25,19 @@ import torch.nn.functional as F
 
 from .. import data, models
 from ..i18n import N_
-from . import SAMPLE_TEXTS, call, forbid, random_batch, random_tiny_bert
+from . import call, forbid, random_batch, random_tiny_bert
 
+# Sentences the checks of several notebooks say.
+NO_SCALE = N_(
+    "missing 1/sqrt(d): divide the scores by the square root of the head size."
+)
+PER_BLOCK = N_(
+    "each block of keys is normalised on its own; keep a running max and sum "
+    "across blocks, and rescale what you summed so far when the max grows."
+)
+FUSED = N_(
+    "Write the blocks by hand: torch's fused attention is turned off for this exercise."
+)
 BY_HAND = N_(
     "Compute attention by hand from self_attn.query/key/value: calling the "
     "attention module (or torch's fused attention) is the shortcut this "
@@ -144,18 +158,3 @@ def _sample_qk(layer: int, text: str):
             layer
         ]
     return entry["queries"], entry["keys"]
-
-
-def warm_up() -> None:
-    """Run the course model once on each input of the visible tests. A zygote does
-    this before it forks: no kernel or grader it forks runs them again (each was
-    10-25 ms, twice per test: in the kernel and in the judge)."""
-    from . import layer  # it builds on this module
-
-    for text in SAMPLE_TEXTS:
-        course_case(text=text)
-        sample_qk(text=text)
-    course_case(padded=True)
-    for texts in layer.UNPADDED:
-        layer.course_case(texts=texts)
-    layer.course_case(padded=True)

@@ -103,7 +103,7 @@ def heatmap_random(fn, seed: int) -> None:
         _expect_heatmap(fn, probs, tokens, given_ax=bool(i % 2))
 
 
-def _expect_top(fn, probs, tokens, q: int, k: int) -> None:
+def _expect_top(fn, probs, tokens, *, q: int, k: int) -> None:
     got = call(fn, probs.clone(), list(tokens), q, k, name="top_attended")
     order = sorted(range(len(tokens)), key=lambda j: (-float(probs[q, j]), j))
     want = [tokens[j] for j in order[:k]]
@@ -133,7 +133,7 @@ def _expect_top(fn, probs, tokens, q: int, k: int) -> None:
 def top_attended_small(fn) -> None:
     """top_attended on a 6-token matrix, most attended first."""
     probs, tokens = _probs_tokens(2, 6)
-    _expect_top(fn, probs, tokens, 2, 3)
+    _expect_top(fn, probs, tokens, q=2, k=3)
 
 
 def top_attended_random(fn, seed: int) -> None:
@@ -142,7 +142,7 @@ def top_attended_random(fn, seed: int) -> None:
     for i in range(5):
         T = rng.randint(2, 12)
         probs, tokens = _probs_tokens(seed + i, T)
-        _expect_top(fn, probs, tokens, rng.randrange(T), rng.randint(1, T))
+        _expect_top(fn, probs, tokens, q=rng.randrange(T), k=rng.randint(1, T))
 
 
 def _prev_score(attentions) -> torch.Tensor:

@@ -236,7 +236,7 @@ class AddPositions(torch.nn.Module):
         return self.layer(hidden + pe)
 
 
-def _expect_perm(fn, layer, hidden, perm, truth: bool, what: str) -> None:
+def _expect_perm(fn, layer, hidden, perm, *, truth: bool, what: str) -> None:
     got = call(fn, layer, hidden.clone(), perm, name="permutation_check")
     if isinstance(got, torch.Tensor) and got.numel() == 1:
         got = bool(got)
@@ -289,9 +289,8 @@ def permutation_check_bert(fn) -> None:
     layer = _bert_layer(0)
     g = torch.Generator().manual_seed(0)
     hidden = torch.randn(2, 6, 32, generator=g, dtype=PERM_DTYPE)
-    _expect_perm(
-        fn, layer, hidden, torch.tensor([3, 0, 5, 1, 4, 2]), True, "a BERT layer"
-    )
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    _expect_perm(fn, layer, hidden, perm, truth=True, what="a BERT layer")
 
 
 def permutation_check_positions(fn) -> None:
@@ -304,8 +303,8 @@ def permutation_check_positions(fn) -> None:
         layer,
         hidden,
         torch.tensor([3, 0, 5, 1, 4, 2]),
-        False,
-        say("a layer that adds positions"),
+        truth=False,
+        what=say("a layer that adds positions"),
     )
 
 
@@ -322,20 +321,20 @@ def permutation_check_random(fn, seed: int) -> None:
         perm = torch.randperm(T, generator=g)
         while equal(perm, torch.arange(T)):
             perm = torch.randperm(T, generator=g)
-        _expect_perm(fn, layer, hidden, perm, True, "a BERT layer")
+        _expect_perm(fn, layer, hidden, perm, truth=True, what="a BERT layer")
         _expect_perm(
             fn,
             AddPositions(layer, heads * 8),
             hidden,
             perm,
-            False,
-            say("a layer that adds positions"),
+            truth=False,
+            what=say("a layer that adds positions"),
         )
         _expect_perm(
             fn,
             AddPositions(layer, heads * 8),
             hidden,
             torch.arange(T),
-            True,
-            say("the identity permutation"),
+            truth=True,
+            what=say("the identity permutation"),
         )

@@ -130,7 +130,7 @@ def _diagnose_scores(Q, K, s) -> dict:
     return out
 
 
-def _qk(seed: int, B, H, Tq, Tk, d):
+def _qk(seed: int, *, B, H, Tq, Tk, d):
     gen = torch.Generator().manual_seed(seed)
     return torch.randn(B, H, Tq, d, generator=gen), torch.randn(
         B, H, Tk, d, generator=gen
@@ -162,7 +162,7 @@ def _expect_scores(fn, Q, K) -> None:
 
 def attention_scores_shape(fn) -> None:
     """attention_scores gives (B, H, Tq, Tk), also when Tq != Tk."""
-    Q, K = _qk(0, 2, 3, 4, 6, 8)
+    Q, K = _qk(0, B=2, H=3, Tq=4, Tk=6, d=8)
     got = call(fn, Q, K, name="attention_scores")
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (2, 3, 6, 4):
         fail(
@@ -191,14 +191,14 @@ def attention_scores_random(fn, seed: int) -> None:
             fn,
             *_qk(
                 seed + i,
-                rng.randint(1, 2),
-                rng.randint(2, 4),  # H != d and H > 1: every mistake looks different
-                rng.randint(1, 6),
-                rng.randint(1, 6),
-                rng.choice([8, 16, 64]),
+                B=rng.randint(1, 2),
+                H=rng.randint(2, 4),  # H != d and H > 1: every mistake looks different
+                Tq=rng.randint(1, 6),
+                Tk=rng.randint(1, 6),
+                d=rng.choice([8, 16, 64]),
             ),
         )
-    Q, K = _qk(seed, 1, 1, 5, 5, 8)
+    Q, K = _qk(seed, B=1, H=1, Tq=5, Tk=5, d=8)
     _expect_scores(fn, Q[0, 0], K[0, 0])  # no batch dims at all
 
 
@@ -279,11 +279,11 @@ def attention_weights_random(fn, seed: int) -> None:
             fn,
             *_qk(
                 seed + i,
-                rng.randint(2, 3),
-                rng.randint(2, 4),
-                rng.randint(2, 6),
-                rng.randint(2, 6),
-                rng.choice([8, 16, 64]),
+                B=rng.randint(2, 3),
+                H=rng.randint(2, 4),
+                Tq=rng.randint(2, 6),
+                Tk=rng.randint(2, 6),
+                d=rng.choice([8, 16, 64]),
             ),
         )
 

@@ -40,7 +40,7 @@ def _expect_split(fn, x: torch.Tensor, H: int) -> None:
     d = D // H
     got = call(fn, x.clone(), H, name="split_heads")
     want = _by_blocks(x, H)
-    _expect_split_shape(got, B, T, H, d)
+    _expect_split_shape(got, B=B, T=T, H=H, d=d)
     diagnose = {
         NO_TRANSPOSE: x.reshape(B, H, T, d),
         WRONG_AXIS: x.reshape(B, T, d, H).permute(0, 3, 1, 2),
@@ -54,7 +54,7 @@ def _expect_split(fn, x: torch.Tensor, H: int) -> None:
     )
 
 
-def _expect_split_shape(got, B: int, T: int, H: int, d: int) -> None:
+def _expect_split_shape(got, *, B: int, T: int, H: int, d: int) -> None:
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T, H, d) and T != H:
         fail(
             "split_heads returned (B, T, H, d): also move the head dim "
@@ -99,7 +99,8 @@ def split_heads_shape(fn) -> None:
     for text in SAMPLE_TEXTS:
         q, nv, H = _sample_queries(text)
         B, T, D = q.shape
-        _expect_split_shape(call(fn, q, H, name="split_heads"), B, T, H, D // H)
+        got = call(fn, q, H, name="split_heads")
+        _expect_split_shape(got, B=B, T=T, H=H, d=D // H)
 
 
 def split_heads_bertviz(fn) -> None:
@@ -108,7 +109,7 @@ def split_heads_bertviz(fn) -> None:
         q, nv, H = _sample_queries(text)
         B, T, D = q.shape
         got = call(fn, q, H, name="split_heads")
-        _expect_split_shape(got, B, T, H, D // H)
+        _expect_split_shape(got, B=B, T=T, H=H, d=D // H)
         expect_close(
             got,
             nv,

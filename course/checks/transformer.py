@@ -1,8 +1,8 @@
 """Checks for 09_build_a_transformer.
 
 Oracles: ``torch.nn.MultiheadAttention`` and ``torch.nn.TransformerEncoderLayer``
-(both ``norm_first`` settings) loaded with the student's weights, and held-out
-accuracy on freshly drawn data of :func:`course.data.echo_task`.
+(both ``norm_first`` settings) loaded with the student's weights; training and
+memory are checked in :mod:`.transformer_runs`, re-exported here.
 """
 
 from __future__ import annotations
@@ -14,10 +14,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data import ECHO_LEN, ECHO_VOCAB, echo_task
 from ..i18n import N_, say
 from . import call, expect_close, expect_shape, fail, forbid
-from .attention import NO_SCALE
+from .oracles import NO_SCALE
+from .transformer_runs import (  # noqa: F401 - the notebook's second part
+    attention_memory_random,
+    attention_memory_small,
+    train_both,
+    train_deterministic,
+    train_with_positions,
+    train_without_positions,
+)
 
 BUILD = N_(
     "Build attention from your own projections: torch's MultiheadAttention "
@@ -102,7 +109,7 @@ def _run(module, x, mask, name):
         return call(module, x, mask, name=name)
 
 
-def _expect_attention(cls, d_model, heads, B, T, mask_kind, seed) -> None:
+def _expect_attention(cls, *, d_model, heads, B, T, mask_kind, seed) -> None:
     att = _build_attention(cls, d_model, heads, seed)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(B, T, d_model, generator=g)
@@ -162,13 +169,14 @@ def mhsa_structure(cls) -> None:
 
 def mhsa_values(cls) -> None:
     """Without a mask, out and probs equal torch's MultiheadAttention."""
-    _expect_attention(cls, 32, 4, 2, 5, None, seed=1)
+    _expect_attention(cls, d_model=32, heads=4, B=2, T=5, mask_kind=None, seed=1)
 
 
 def mhsa_mask(cls) -> None:
     """With a causal (T, T) mask and a (B, T, T) mask."""
-    _expect_attention(cls, 32, 4, 2, 6, "causal", seed=2)
-    _expect_attention(cls, 32, 4, 3, 6, "batch", seed=3)
+    sizes = {"d_model": 32, "heads": 4, "T": 6}
+    _expect_attention(cls, **sizes, B=2, mask_kind="causal", seed=2)
+    _expect_attention(cls, **sizes, B=3, mask_kind="batch", seed=3)
 
 
 def mhsa_random(cls, seed: int) -> None:
@@ -185,16 +193,16 @@ def mhsa_random(cls, seed: int) -> None:
         )
         _expect_attention(
             cls,
-            heads * rng.choice([2, 8]),
-            heads,
-            rng.randint(1, 3),
-            rng.randint(2, 7),
-            kind,
-            seed + i,
+            d_model=heads * rng.choice([2, 8]),
+            heads=heads,
+            B=rng.randint(1, 3),
+            T=rng.randint(2, 7),
+            mask_kind=kind,
+            seed=seed + i,
         )
 
 
-def _reference_layer(block, d_model, heads, d_ff, norm_first):
+def _reference_layer(block, *, d_model, heads, d_ff, norm_first):
     ref = nn.TransformerEncoderLayer(
         d_model,
         heads,
@@ -235,7 +243,7 @@ def _without_ff_residual(ref, x, attn_mask) -> torch.Tensor:
         return ref.norm2(ff(ref.norm1(x + sa(x))))
 
 
-def _expect_block(cls, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> None:
+def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> None:
     torch.manual_seed(seed)
     block = call(cls, d_model, heads, d_ff, norm_first, name="EncoderBlock")
     for name, kind in (
@@ -264,8 +272,9 @@ def _expect_block(cls, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> 
     x = torch.randn(B, T, d_model, generator=g)
     mask = torch.ones(T, T, dtype=torch.bool).tril() if masked else None
     got = _run(block, x, mask, "EncoderBlock.forward")
-    ref = _reference_layer(block, d_model, heads, d_ff, norm_first)
-    other = _reference_layer(block, d_model, heads, d_ff, not norm_first)
+    sizes = {"d_model": d_model, "heads": heads, "d_ff": d_ff}
+    ref = _reference_layer(block, **sizes, norm_first=norm_first)
+    other = _reference_layer(block, **sizes, norm_first=not norm_first)
     with torch.no_grad():
         want = ref(x, src_mask=_torch_mask(mask, heads))
         wrong = other(x, src_mask=_torch_mask(mask, heads))
@@ -289,14 +298,17 @@ def _expect_block(cls, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> 
     )
 
 
+_BLOCK = {"d_model": 32, "heads": 4, "d_ff": 64, "B": 2, "T": 5}  # the visible tests'
+
+
 def block_post_ln(cls) -> None:
     """norm_first=False equals TransformerEncoderLayer (post-LN)."""
-    _expect_block(cls, 32, 4, 64, False, 2, 5, False, seed=4)
+    _expect_block(cls, **_BLOCK, norm_first=False, masked=False, seed=4)
 
 
 def block_pre_ln(cls) -> None:
     """norm_first=True equals TransformerEncoderLayer (pre-LN), with a causal mask."""
-    _expect_block(cls, 32, 4, 64, True, 2, 5, True, seed=5)
+    _expect_block(cls, **_BLOCK, norm_first=True, masked=True, seed=5)
 
 
 def block_random(cls, seed: int) -> None:
@@ -308,167 +320,12 @@ def block_random(cls, seed: int) -> None:
             heads = 2
         _expect_block(  # both norm_first settings, each with and without a mask
             cls,
-            heads * 8,
-            heads,
-            rng.choice([16, 48]),
-            i % 2 == 0,
-            rng.randint(1, 3),
-            rng.randint(2, 7),
-            i < 2,
-            seed + i,
+            d_model=heads * 8,
+            heads=heads,
+            d_ff=rng.choice([16, 48]),
+            norm_first=i % 2 == 0,
+            B=rng.randint(1, 3),
+            T=rng.randint(2, 7),
+            masked=i < 2,
+            seed=seed + i,
         )
-
-
-def _held_out_accuracy(model, seed: int) -> float:
-    if (model.vocab_size, model.seq_len) != (ECHO_VOCAB, ECHO_LEN):
-        fail(
-            "The model is for vocab_size={vocab_size}, "
-            "seq_len={seq_len}; the echo task has {ECHO_VOCAB} and "
-            "{ECHO_LEN}.",
-            vocab_size=model.vocab_size,
-            seq_len=model.seq_len,
-            ECHO_VOCAB=ECHO_VOCAB,
-            ECHO_LEN=ECHO_LEN,
-        )
-    tokens, targets = echo_task(512, torch.Generator().manual_seed(10_000 + seed))
-    model.eval()
-    with torch.no_grad():
-        logits = call(model, tokens, name=say("the trained model"))
-    expect_shape(
-        logits,
-        (512, ECHO_LEN, ECHO_VOCAB),
-        "model(tokens)",
-        say("Logits for every position: (B, T, vocab)."),
-    )
-    keep = targets != -100
-    return float((logits.argmax(-1) == targets)[keep].float().mean())
-
-
-_runs: dict = {}  # outcomes of train_tiny_transformer, reused by later tests
-
-
-def _train(fn, seed: int, use_positions: bool, again: bool = False):
-    """The answer's run for ``seed``; an earlier test's run of the same function is
-    reused unless ``again`` (training is most of this notebook's grading time)."""
-    got = call(
-        fn,
-        seed,
-        use_positions=use_positions,
-        name="train_tiny_transformer",
-        cache=None if again else _runs,
-    )
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        fail("train_tiny_transformer should return (model, history).")
-    model, history = got
-    for attr in ("vocab_size", "seq_len"):
-        if not isinstance(getattr(model, attr, None), int):
-            fail(
-                "The model should carry an int attribute {attr!r} (the task's size).",
-                attr=attr,
-            )
-    if not isinstance(history, dict) or not history.get("loss"):
-        fail("history should be a dict with a non-empty 'loss' list.")
-    return model, history
-
-
-def train_both(fn, seed: int = 0) -> dict:
-    """Train the answer with and without positions: ``{use_positions: history}``.
-
-    The notebook calls this to plot the two runs; the tests of the exercise then
-    judge these same runs instead of training them again.
-    """
-    return {use: _train(fn, seed, use)[1] for use in (True, False)}
-
-
-def train_with_positions(fn) -> None:
-    """With positions the model echoes the token ECHO_LAG back (held-out, >= 90%)."""
-    model, history = _train(fn, 0, True)
-    if any(math.isnan(x) for x in history["loss"]):
-        fail(
-            "The training loss became NaN. A causal mask read the wrong "
-            "way round leaves the last query nothing to attend (11), and "
-            "softmax of a row of -inf is NaN; True must mean may attend."
-        )
-    acc = _held_out_accuracy(model, 0)
-    if acc < 0.9:
-        fail(
-            "With positions the held-out accuracy is {acc:.2f}; it "
-            "should reach 0.90. Check that the positions are added, the "
-            "mask is causal (True on and below the diagonal), and the "
-            "run is the one asked for (Adam, lr 5e-3, 60 steps).",
-            acc=acc,
-        )
-
-
-def train_without_positions(fn) -> None:
-    """Without positions it cannot (held-out accuracy <= 50%)."""
-    model, _ = _train(fn, 0, False)
-    acc = _held_out_accuracy(model, 1)
-    if acc > 0.5:
-        fail(
-            "Without positions the held-out accuracy is {acc:.2f}; a "
-            "model that cannot see order should stay far below 0.9. Are "
-            "positions still added when use_positions=False, or is the "
-            "mask not causal (a model that sees the future can read the "
-            "answer off its input)?",
-            acc=acc,
-        )
-
-
-def train_deterministic(fn, seed: int) -> None:
-    """The same seed gives the same loss curve (a new run vs an earlier one)."""
-    _, first = _train(fn, seed, True)
-    _, again = _train(fn, seed, True, again=True)
-    if list(map(repr, first["loss"])) != list(map(repr, again["loss"])):
-        fail(
-            "Two runs with the same seed give different losses: seed "
-            "torch (and every generator) from `seed`."
-        )
-
-
-def _expect_memory(fn, B, H, T, nbytes) -> None:
-    got = call(fn, B, H, T, nbytes, name="attention_memory")
-    if isinstance(got, bool) or not isinstance(got, int):
-        fail(
-            "attention_memory should return an int (bytes), not {type_name}.",
-            type_name=type(got).__name__,
-        )
-    probe = torch.empty(
-        B, H, T, T, dtype={2: torch.float16, 4: torch.float32, 8: torch.float64}[nbytes]
-    )
-    want = probe.numel() * probe.element_size()
-    if got == want:
-        return
-    if got == B * T * T * nbytes:
-        fail("attention_memory forgot the heads: every head has its own (T, T) matrix.")
-    if got == B * H * T * nbytes:
-        fail(
-            "attention_memory grows linearly in T; the attention matrix "
-            "is (T, T), so it grows with T^2."
-        )
-    fail(
-        "attention_memory({B}, {H}, {T}, {nbytes}) is {got}; a (B, H, T, "
-        "T) tensor of that dtype takes {want} bytes.",
-        B=B,
-        H=H,
-        T=T,
-        nbytes=nbytes,
-        got=got,
-        want=want,
-    )
-
-
-def attention_memory_small(fn) -> None:
-    """attention_memory(2, 12, 128) matches a real (2, 12, 128, 128) float32 tensor."""
-    _expect_memory(fn, 2, 12, 128, 4)
-
-
-def attention_memory_random(fn, seed: int) -> None:
-    """Other sizes and dtypes."""
-    rng = random.Random(seed)
-    for _ in range(4):
-        heads = rng.randint(1, 16)
-        # T > H: with T == H, forgetting the heads and growing linearly in T give
-        # the same number, and the verdict could not say which.
-        T = rng.randint(heads + 1, 200)
-        _expect_memory(fn, rng.randint(1, 4), heads, T, rng.choice([2, 4, 8]))

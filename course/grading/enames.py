@@ -1,7 +1,7 @@
 """Names of the error outputs the grader writes into a graded notebook.
 
 They are how the grading steps (:mod:`course.grading.execute`,
-:mod:`course.grading.judge`, :mod:`course.grading.shortcuts`,
+:mod:`course.grading.judge`, :mod:`course.grading.scan`,
 :mod:`course.grading.tamper`) tell the coordinator (:mod:`course.grading.batch`)
 what happened to a cell. This module imports nothing, so the coordinator reads
 graded notebooks without loading torch or nbclient.

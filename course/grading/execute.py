@@ -38,9 +38,9 @@ from ..i18n import say
 from . import contain, sandbox
 from .cells import is_test
 from .enames import DEAF, KERNEL_DIED, NOT_RUN
+from .environment import MEMORY_ENV
 from .flags import mark_truncated
 from .kernels import LimitedKernelManager, PromptClient
-from .warm import MEMORY_ENV
 
 TRUNCATED = "... Output truncated: the notebook printed too much ...\n"
 
@@ -53,9 +53,6 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
         evalue=evalue,
         traceback=[f"{ename}: {evalue}"],
     )
-
-
-is_test_cell = is_test  # the name tamper.py and shortcuts.py import
 
 
 class GuardedExecute(Execute):

@@ -43,7 +43,7 @@ from ..i18n import say
 from .cells import HIDDEN, SEED, grade_id, has_hidden_tests, is_locked, is_test
 from .enames import DEAF, KERNEL_DIED, NOT_RUN, UNREPLAYABLE
 from .execute import error_output
-from .shortcuts import shortcut_verdicts
+from .scan import read
 
 GRADER_FAULTS = {KERNEL_DIED, DEAF, NOT_RUN}
 
@@ -202,7 +202,7 @@ class JudgeEvidence(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         modules = check_modules(nb)
-        shortcuts = shortcut_verdicts(nb)
+        shortcuts = read(nb, resources).verdicts(nb)
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue

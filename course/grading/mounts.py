@@ -102,7 +102,18 @@ def _bind(source: str, target: str, *, writable: bool) -> None:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         Path(target).touch()
     mount(source, target, None, flags=MS_BIND)
-    flags, kept = MS_BIND | MS_REMOUNT | MS_NOSUID, os.statvfs(source).f_flag
+    _remount(target, os.statvfs(source).f_flag, writable=writable)
+
+
+def seal(path: str) -> None:
+    """Make the bind at ``path`` read-only (in this mount namespace only)."""
+    _remount(path, os.statvfs(path).f_flag, writable=False)
+
+
+def _remount(target: str, kept: int, *, writable: bool) -> None:
+    """Remount the bind at ``target`` with the ``statvfs`` flags ``kept`` (a user
+    namespace may not clear them), no set-uid, and read-only unless ``writable``."""
+    flags = MS_BIND | MS_REMOUNT | MS_NOSUID
     for bit, flag in KEEP_FLAGS.items():
         if kept & bit:
             flags |= flag

@@ -34,11 +34,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import contain, sandbox, zygote
-from .environment import kernel_env, public_env
+from . import contain, inside, sandbox, zygote
+from .environment import MEMORY_ENV, kernel_env, public_env
 
 SOCKET_ENV = "COURSE_WARM_SOCKET"
-MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space for each kernel
 KERNEL = "course-warm"
 
 
@@ -82,7 +81,9 @@ def _cold(argv: list[str], memory: str | None, policy: str | None) -> None:
         argv = sandbox.enter(
             sandbox.Policy.from_env(policy), argv=argv, cwd=os.getcwd()
         )
-        os.execve(sys.executable, python + argv, kernel_env(os.environ))
+        env = {**kernel_env(os.environ), inside.SEAL_ENV: os.environ[inside.SEAL_ENV]}
+        app = [sys.executable, "-m", "course.grading.kernelapp"]
+        os.execve(sys.executable, app + argv, env)
     if memory:
         resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
     os.execv(sys.executable, python + argv)

@@ -73,10 +73,11 @@ def _preload() -> None:
         softmax,
         split,
         transformer,
+        warm,
     )
 
     models.load()
-    oracles.warm_up()  # the oracle model, its neuron view and its visible cases
+    warm.warm_up()  # the oracle model, its neuron view and its visible cases
     # What an nbgrader process forked from here needs: the app and the judge, the
     # gradebook's mappers configured and nbformat's validators compiled (0.3 s of
     # every task when each nbgrader did it for itself).
@@ -171,12 +172,12 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
     random.seed()
     numpy.random.seed()
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from ipykernel.kernelapp import IPKernelApp
+    from .kernelapp import KernelApp
 
     argv = list(request["argv"])
     if os.environ.get("JPY_PARENT_PID"):  # read at import in a cold kernel
         argv.append(f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}")
-    IPKernelApp.launch_instance(argv=argv)
+    KernelApp.launch_instance(argv=argv)
     os._exit(0)
 
 

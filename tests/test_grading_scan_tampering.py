@@ -1,4 +1,5 @@
-"""course.grading.tamper: which constructs the static scan flags, and which it must not."""
+"""course.grading.scan.tampering: which constructs of one cell the scan flags, and
+which it must not."""
 
 import json
 import re
@@ -7,7 +8,7 @@ import pytest
 from harness import fixture_module, reference_answers
 
 from course import grading
-from course.grading.tamper import imported_names, scan
+from course.grading.scan import imported_names, scan_source
 
 IMPORTED = {"torch", "F", "check", "course", "plt", "sys", "os", "np"}
 PROTECTED = {"torch": "torch", "check": "course.checks.softmax", "plt": "plt"}
@@ -64,13 +65,13 @@ ALLOWED = [
 
 @pytest.mark.parametrize("source", sorted(FLAGGED))
 def test_flags_tampering(source):
-    found = scan(source, IMPORTED, PROTECTED)
+    found = scan_source(source, IMPORTED, PROTECTED)
     assert any(FLAGGED[source] in what for _, what in found), found
 
 
 @pytest.mark.parametrize("source", ALLOWED)
 def test_leaves_ordinary_code_alone(source):
-    assert scan(source, IMPORTED, PROTECTED) == []
+    assert scan_source(source, IMPORTED, PROTECTED) == []
 
 
 @pytest.mark.parametrize("assignment", grading.assignments())
@@ -95,7 +96,7 @@ def test_no_answer_of_the_course_is_flagged(assignment):
         *given,
     ]
     imported, protected = imported_names(code), imported_names(given)
-    flagged = {a: scan(a, imported, protected) for a in answers}
+    flagged = {a: scan_source(a, imported, protected) for a in answers}
     assert not {a: f for a, f in flagged.items() if f}
 
 
@@ -104,8 +105,67 @@ def test_flags_tampering_in_chinese(monkeypatch, source):
     """What the scan says is a catalog sentence: Chinese in the Chinese edition,
     with the name of what was done left as it is."""
     monkeypatch.setenv("COURSE_LANG", "zh")
-    found = scan(source, IMPORTED, PROTECTED)
+    found = scan_source(source, IMPORTED, PROTECTED)
     assert found
     for _, what in found:
         assert re.search(r"[\u4e00-\u9fff]", what), what
         assert not re.search(r"\b(uses|calls|changes|imports|defines)\b", what)
+
+
+# One deny list: what only one of the two former scanners listed is flagged here.
+UNION = {
+    "import subprocess": "imports subprocess",
+    "import resource": "imports resource",
+    "import threading": "imports threading",
+    "import dill": "imports dill",
+    "import cloudpickle": "imports cloudpickle",
+    "import IPython.display": "imports IPython.display",
+    "def g():\n    yield\n\n\nf = g().gi_frame.f_back": "gi_frame",
+    "async def g():\n    pass\n\n\nf = g().cr_frame": "cr_frame",
+    "from torch import _C": "imports _C, a private name",
+    "print(torch._C)": "torch._C",
+    "f = getattr(torch, 'soft' + 'max')": "getattr()",
+    "f = open": "uses `open`",
+    "print(vars)": "uses `vars`",
+}
+# One binder: dynamic imports bind names like ``import`` does.
+BOUND = {
+    "m = __import__('ctypes')": "imports ctypes",
+    "import importlib\nm = importlib.import_module('torch')\nm.equal = print": (
+        "changes m.equal"
+    ),
+    "m = __import__('torch')\nm.allclose = print": "changes m.allclose",
+}
+# One parser: IPython's syntax, the code inside magics included.
+IPYTHON = {
+    "!pip list": "runs a shell command (!)",
+    "files = !ls": "runs a shell command (!)",
+    "%%time\n%timeit torch.equal = print": "changes torch.equal",
+    "%%capture\nimport ctypes": "imports ctypes",
+    "%env COURSE_EVIDENCE=": "get_ipython",
+}
+
+
+@pytest.mark.parametrize("source, said", sorted({**UNION, **BOUND, **IPYTHON}.items()))
+def test_one_deny_list_one_binder_one_parser(source, said):
+    found = scan_source(source, IMPORTED, PROTECTED)
+    assert any(said in what for _, what in found), found
+
+
+def test_a_code_magic_reports_the_line_of_its_code():
+    found = scan_source("%%capture\nx = 1\n\ntorch.equal = print", IMPORTED)
+    assert found == [(4, "changes torch.equal")]
+    found = scan_source("x = 1\n%time torch.equal = print", IMPORTED)
+    assert found == [(2, "changes torch.equal")]
+
+
+@pytest.mark.parametrize("source", ["%matplotlib inline", "torch.zeros(3)?", "%who"])
+def test_magics_that_change_nothing_are_no_finding(source):
+    assert scan_source(source, IMPORTED, PROTECTED) == []
+
+
+def test_every_deny_entry_says_why():
+    from course.grading.scan import deny
+
+    for table in (deny.MODULES, deny.CALLS, deny.NAMES, deny.ATTRS):
+        assert all(isinstance(why, str) and len(why) > 10 for why in table.values())

@@ -1,4 +1,5 @@
-"""course.grading.shortcuts: what the grader reads in the answers, out of the kernel."""
+"""course.grading.scan.reading: the verdicts the grader reads in a notebook's answers,
+out of the kernel."""
 
 import json
 import re
@@ -8,10 +9,16 @@ import pytest
 from harness import fill, fixture_module, reference_answers
 
 from course import grading
-from course.grading.enames import TAMPERED
-from course.grading.shortcuts import SHORTCUT, shortcut_verdicts
+from course.grading.enames import SHORTCUT, TAMPERED
+from course.grading.scan import read
 
 A = "05_softmax_and_scaling"
+
+
+def shortcut_verdicts(nb):
+    return read(nb).verdicts(nb)
+
+
 SOFTMAX_TESTS = {"test_softmax_rows", "test_softmax_stable", "test_softmax_random"}
 
 
@@ -145,3 +152,68 @@ def test_a_lesson_verdict_keeps_its_english_wording():
     assert message["test_softmax_rows"][1].startswith(
         "`softmax` uses `torch.special.softmax`. Write softmax by hand"
     )
+
+
+def test_the_reading_is_ordered_and_names_the_first_cell():
+    extra = "import torch\nx = 1\nsys = __import__('sys')\ntorch.equal = print"
+    nb = _notebook(A, {"softmax": SOFTMAX_ROUTES["special"]}, extra=extra)
+    reading = read(nb)
+    assert [f.cell for f in reading.findings] == sorted(
+        f.cell for f in reading.findings
+    )
+    first = reading.tampering
+    assert first.line == 3 and first.name.startswith("#"), first
+    assert first.message.startswith(f"cell {first.name}, line 3, ")
+    assert {f.ename for f in reading.findings} == {TAMPERED, SHORTCUT}
+
+
+def test_harmless_stores_and_reads_cost_nothing_in_a_notebook():
+    """Plot style, cuDNN flags and reading a file are no tampering (the former
+    shortcut scanner zeroed the tests after them)."""
+    extra = (
+        "import matplotlib.pyplot as plt\nimport torch\n"
+        "plt.rcParams['figure.figsize'] = (8, 4)\n"
+        "torch.backends.cudnn.deterministic = True\nprint(open('/etc/hostname').read())"
+    )
+    assert shortcut_verdicts(_notebook(A, {}, extra=extra)) == {}
+
+
+def _graded(nb):
+    """What autograde does after the kernel: the judge, then FlagTampering."""
+    from course.grading.judge import JudgeEvidence
+    from course.grading.tamper import FlagTampering
+
+    resources = {}
+    nb, resources = JudgeEvidence().preprocess(nb, resources)
+    return FlagTampering().preprocess(nb, resources)
+
+
+def test_tampering_is_decided_once(monkeypatch):
+    """The judge and FlagTampering read one reading: the notebook is scanned once,
+    and each later test carries one TamperingDetected verdict."""
+    from course.grading import scan
+
+    reads, real = [], scan.reading._read
+    monkeypatch.setattr(scan.reading, "_read", lambda nb: reads.append(nb) or real(nb))
+    nb, _ = _graded(_notebook(A, {}, extra=STATE_ROUTES["exec"]))
+    assert len(reads) == 1
+    test = next(
+        c
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "test_softmax_rows"
+    )
+    assert [o.ename for o in test.outputs] == [TAMPERED]
+
+
+def test_flag_tampering_alone_zeroes_the_later_tests():
+    """With the judge switched off, FlagTampering still gives every later test the
+    verdict (from the same reading)."""
+    from course.grading.tamper import FlagTampering
+
+    nb = _notebook(A, {}, extra=STATE_ROUTES["builtins"])
+    nb, _ = FlagTampering().preprocess(nb, {})
+    verdicts = read(nb).verdicts(nb)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if grade_id in verdicts:
+            assert [o.ename for o in cell.outputs if "ename" in o] == [TAMPERED]

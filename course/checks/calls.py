@@ -1,0 +1,164 @@
+"""The gateway to student code, and the verdict a failed check raises.
+
+Every call a check makes of student code goes through :func:`call`, which turns a
+crash into a readable verdict and, under autograde, makes the call evidence
+(:mod:`.evidence`): the kernel records it, the grader replays it. Every check
+raises :class:`CheckFailed` with a sentence written for the student, in the
+course's language (:func:`course.i18n.say`); IPython shows that sentence alone,
+never a traceback into this package or the test cell.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+
+from ..i18n import N_, say
+from . import evidence
+from .evidence import Outcome, Raised, Returned
+
+
+class CheckFailed(AssertionError):
+    """A test cell's verdict, written for the student."""
+
+    def _render_traceback_(self):  # IPython shows this instead of a traceback
+        return [f"CheckFailed: {self}"]
+
+
+class ShortcutUsed(CheckFailed):
+    """Raised when a check forbids a library shortcut and the answer used it."""
+
+
+def fail(message: str, /, **fields) -> None:
+    """Raise :class:`CheckFailed` with ``message`` in the course's language.
+
+    ``message`` is an English catalog entry (``{field}`` templates filled from
+    ``fields``) or a sentence already made by :func:`course.i18n.say`.
+    """
+    raise CheckFailed(say(message, **fields))
+
+
+def score_line(passed: bool, message: str) -> None:
+    """Print a one-line verdict (used by checks that pass with a remark)."""
+    print(("✓ " if passed else "✗ ") + say(message))
+
+
+#: Torch error fragments and what they usually mean in this course.
+HINTS = {
+    "view size is not compatible": N_(
+        " Hint: after a transpose the tensor is not contiguous; call "
+        ".contiguous() before .view, or use .reshape."
+    ),
+    "must match the size of tensor b": N_(
+        " Hint: these shapes do not broadcast; e.g. a (B, T) mask must "
+        "become (B, 1, 1, T) to be added to (B, H, T, T) scores."
+    ),
+    "cannot be multiplied": N_(
+        " Hint: check which side needs a transpose; nn.Linear stores its "
+        "weight as (out_features, in_features)."
+    ),
+}
+
+
+def _student_frame(tb) -> str:
+    """The last frame of the traceback that lies in notebook code, as a short note."""
+    frames = [
+        f
+        for f in traceback.extract_tb(tb)
+        if "ipykernel" in f.filename or "<" in f.filename
+    ]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return say(
+        " (in your code: `{code}`, line {lineno} of its cell)",
+        code=(f.line or "").strip(),
+        lineno=f.lineno,
+    )
+
+
+def call(
+    fn: Callable,
+    *args,
+    name: str | None = None,
+    probe: Callable | None = None,
+    cache: dict | None = None,
+    **kwargs,
+):
+    """Call a student's function, turning any crash into a readable verdict.
+
+    Under autograde the call and its result are evidence (:mod:`.evidence`): the
+    kernel records them, the grader replays them.
+
+    Parameters
+    ----------
+    fn : callable
+        The student's function or class.
+    *args, **kwargs
+        Passed on.
+    name : str, optional
+        How to name ``fn`` in messages (default: its ``__name__``).
+    probe : callable, optional
+        ``probe(result, *args)`` turns the result into plain data where it is made
+        (e.g. what a matplotlib Axes shows); the check gets that data.
+    cache : dict, optional
+        Reuse an earlier outcome of the same call (``fn`` and inputs) kept here.
+    """
+    name = name or getattr(fn, "__name__", "your function")
+
+    def run() -> Outcome:
+        key = (id(fn), evidence.digest(name, args, kwargs))
+        if cache is not None and key in cache and cache[key][0] is fn:
+            return cache[key][1]
+        outcome = _run(fn, args, kwargs, probe)
+        if cache is not None:
+            cache[key] = (fn, outcome)
+        return outcome
+
+    outcome = evidence.invoke(fn, name, args=args, kwargs=kwargs, run=run)
+    if isinstance(outcome, Returned):
+        return outcome.value
+    kind, ename, evalue, where = outcome
+    if kind == "type":
+        fail(
+            "`{name}` should be a function, but it is a {ename}.",
+            name=name,
+            ename=ename,
+        )
+    if kind == "check":
+        raise CheckFailed(evalue[:1000])
+    if kind == "todo":
+        fail(
+            "`{name}` is not written yet: it still raises NotImplementedError.",
+            name=name,
+        )
+    hint = next((say(h) for key, h in HINTS.items() if key in evalue), "")
+    fail(
+        "`{name}` raised {ename}: {error}{where}{hint}",
+        name=name,
+        ename=ename,
+        error=evalue[:500],  # torch's own words, in English
+        where=where[:300],
+        hint=hint,
+    )
+
+
+def _run(fn, args, kwargs, probe) -> Outcome:
+    """Call ``fn`` live: what it returned, or what it raised."""
+    if not callable(fn):
+        return Raised("type", type(fn).__name__)
+    try:
+        value = fn(*args, **kwargs)
+        return Returned(probe(value, *args) if probe else value)
+    except CheckFailed as err:
+        return Raised("check", evalue=str(err))
+    except NotImplementedError:
+        return Raised("todo")
+    except Exception as err:  # noqa: BLE001 - any crash becomes feedback
+        where = _student_frame(err.__traceback__)
+        return Raised("error", type(err).__name__, str(err), where)
+
+
+def given(value, name: str):
+    """A value the notebook computed (e.g. one head's Q), taken as evidence."""
+    return call(lambda: value, name=name)
