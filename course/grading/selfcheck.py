@@ -70,11 +70,13 @@ def run(
     assignment: str | None = None,
     course: Path = ROOT,
     lang: str = "en",
+    then=None,
 ) -> int:
     """Grade, print the report; exit status 0 when every autograded point is earned.
 
     ``course`` is the English course folder; ``lang`` picks its edition (an edition
-    the folder lacks falls back to English).
+    the folder lacks falls back to English). ``then(assignment, scores, messages)``
+    runs after the report (the CLI records progress and suggests hints).
     """
     lang = available(course, lang)
     source = edition_root(course, lang) / "source"
@@ -93,5 +95,7 @@ def run(
         return 2
     scores, messages = grade_one(notebook, assignment, course, lang)
     print(report(scores, messages))
+    if then is not None:
+        then(assignment, scores, messages)
     lost = any(s != m for c, (s, m) in scores.items() if c.startswith("test_"))
     return 1 if lost else 0
