@@ -110,9 +110,16 @@ def on_cell(result, store: Store | None = None) -> None:
         store.record(
             assignment, exercise, "fail", test=result.info.cell_id, mistake=mistake
         )
-        print(suggestion(exercise, in_notebook=True))
+        _say_below(suggestion(exercise, in_notebook=True))
     elif result.info.cell_id not in hintbook.book()[assignment][exercise]["hidden"]:
         store.record(assignment, exercise, "pass", test=result.info.cell_id)
+
+
+def _say_below(sentence: str) -> None:
+    """Show a sentence under the cell's output (Markdown: its `code` renders)."""
+    from IPython.display import display
+
+    display({"text/markdown": sentence, "text/plain": sentence}, raw=True)
 
 
 def watch(shell=None) -> bool:
@@ -247,7 +254,7 @@ def table(work: Path):
     from rich.table import Table
 
     colour = {"passing": "green", "failing": "red", "started": "yellow"}
-    out = Table(title=tell("Your progress ({folder})", folder=work))
+    out = Table(title=tell("Your progress ({folder})", folder=Path(work).name))
     for header in HEADERS:
         out.add_column(tell(header))
     for row in summary(work):
@@ -265,7 +272,7 @@ def page(work: Path) -> str:
         + "</tr>"
         for row in summary(work)
     )
-    title = html.escape(tell("Your progress ({folder})", folder=work))
+    title = html.escape(tell("Your progress ({folder})", folder=Path(work).name))
     return (
         f'<div class="course-progress"><style>{CSS}</style><h3>{title}</h3>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
@@ -273,7 +280,7 @@ def page(work: Path) -> str:
 
 
 CSS = (
-    ".course-progress td,.course-progress th{padding:2px 8px;text-align:left}"
+    ".course-progress td,.course-progress th{padding:2px 8px;text-align:left!important}"
     ".course-passing td{color:#11772d}.course-failing td{color:#b3261e}"
     ".course-started td{color:#8a6d00}.course-not-started td{color:#777}"
 )
