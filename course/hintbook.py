@@ -154,6 +154,9 @@ def build(notebooks: dict, root: Path, verdicts: list[str]) -> dict:
                 "mistakes": mistakes,
             }
         out[assignment] = entries
+    ids = [i for ex in out.values() for e, v in ex.items() for i in [e, *v["tests"]]]
+    if twice := sorted({i for i in ids if ids.count(i) > 1}):
+        raise ValueError(f"ids of two exercises: {twice}")  # a cell id names one
     return out
 
 

@@ -70,13 +70,19 @@ class Store:
         hint=None,
         source="kernel",
         at=None,
-    ) -> None:
-        """Add one event (``kind``: run, pass, fail, hint)."""
+    ) -> bool:
+        """Add one event (``kind``: run, pass, fail, hint); False where the folder
+        cannot be written (a read-only copy, a grader's sandbox): progress is a
+        convenience, never a reason for a cell to fail."""
         row = (at or time.time(), assignment, exercise, kind, test, mistake, hint)
-        with contextlib.closing(self._connect()) as db, db:
-            db.execute(
-                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*row, source)
-            )
+        try:
+            with contextlib.closing(self._connect()) as db, db:
+                db.execute(
+                    "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*row, source)
+                )
+        except (OSError, sqlite3.Error):
+            return False
+        return True
 
     def events(self, assignment: str | None = None) -> list[sqlite3.Row]:
         """Every event (of one assignment), oldest first."""

@@ -65,6 +65,14 @@ def test_cells_become_events_and_states(work, capsys):
     assert len(progress.Store(work).events(A)) == 3
 
 
+def test_a_folder_that_cannot_be_written_fails_no_cell(work):
+    (work / "a-file").write_text("")
+    store = progress.Store(work / "a-file")  # its .course/ cannot be made
+    assert store.record(A, "softmax", "run") is False
+    assert store.events() == []
+    assert progress.Store(work).record(A, "softmax", "run") is True
+
+
 def test_time_spent_counts_gaps_up_to_a_pause(work):
     store = progress.Store(work)
     store.record(A, "softmax", "run", at=1000.0)
