@@ -61,7 +61,13 @@ class Hint:
         )
 
 
-def hint(exercise: str | None = None, number: int | None = None, *, work=None) -> Hint:
+def hint(
+    exercise: str | None = None,
+    number: int | None = None,
+    *,
+    work=None,
+    source="kernel",
+) -> Hint:
     """The next hint for ``exercise`` (default: the one whose test failed last).
 
     Parameters
@@ -72,8 +78,10 @@ def hint(exercise: str | None = None, number: int | None = None, *, work=None) -
         Show step hint ``number`` again (one already unlocked).
     work : path, optional
         The work folder (default: found from the notebook's folder).
+    source : str
+        Who asks, as recorded: ``kernel`` (a notebook) or ``cli``.
     """
-    store = progress.Store(progress.work_folder(work))
+    store = progress.Store(progress.work_folder(work), source=source)
     if exercise is None:
         failed = [e for e in store.events() if e["kind"] == "fail"]
         if not failed:
@@ -171,7 +179,7 @@ def _next_note(assignment, exercise, n) -> str:
 
 def cli_hint(exercise: str, work: Path) -> int:
     """``course hint EXERCISE``: print the next hint (exit 2 if there is none)."""
-    shown = hint(exercise, work=work)
+    shown = hint(exercise, work=work, source="cli")
     print(shown)
     return 0 if shown.number else 2
 

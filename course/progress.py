@@ -50,8 +50,9 @@ def work_folder(start: Path | None = None) -> Path:
 class Store:
     """The events of one work folder (SQLite, created on the first write)."""
 
-    def __init__(self, work: Path):
+    def __init__(self, work: Path, source: str = "kernel"):
         self.path = Path(work) / FOLDER / "progress.sqlite"
+        self.source = source  # who records: kernel, check, cli
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,7 +69,7 @@ class Store:
         test=None,
         mistake=None,
         hint=None,
-        source="kernel",
+        source=None,
         at=None,
     ) -> bool:
         """Add one event (``kind``: run, pass, fail, hint); False where the folder
@@ -78,7 +79,8 @@ class Store:
         try:
             with contextlib.closing(self._connect()) as db, db:
                 db.execute(
-                    "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*row, source)
+                    "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*row, source or self.source),
                 )
         except (OSError, sqlite3.Error):
             return False
@@ -160,20 +162,18 @@ def suggestion(exercise: str, *, in_notebook: bool) -> str:
 
 def record_check(work: Path, assignment: str, scores: dict, messages: dict) -> list:
     """Record ``course check`` verdicts; return the exercises that lost points."""
-    store, failing = Store(work), []
+    store, failing = Store(work, source="check"), []
     for exercise, entry in hintbook.book().get(assignment, {}).items():
         for test in entry["tests"]:
             if test not in scores:
                 continue
             score, most = scores[test]
             if score == most:
-                store.record(assignment, exercise, "pass", test=test, source="check")
+                store.record(assignment, exercise, "pass", test=test)
                 continue
             verdict = messages.get(test, "")
             mistake = hintbook.named_mistake(assignment, exercise, verdict)
-            store.record(
-                assignment, exercise, "fail", test=test, mistake=mistake, source="check"
-            )
+            store.record(assignment, exercise, "fail", test=test, mistake=mistake)
             failing += [exercise] if exercise not in failing else []
     return failing
 

@@ -139,4 +139,5 @@ def test_course_progress_and_course_hint_on_the_command_line(work, capsys):
     assert cli.main(["hint", "softmax", f"--work={work}"]) == 0
     assert "Hint 1 of 3" in capsys.readouterr().out
     assert cli.main(["hint", "nothing", f"--work={work}"]) == 2
-    assert [e["hint"] for e in progress.Store(work).events()] == ["1"]
+    events = progress.Store(work).events()
+    assert [(e["hint"], e["source"]) for e in events] == [("1", "cli")]
