@@ -25,7 +25,7 @@ import jupytext
 import nbformat
 from ipykernel.ipkernel import IPythonKernel
 
-from . import catalog, i18n
+from . import catalog, hintbook, i18n
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {
@@ -132,26 +132,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--root", type=Path, default=ROOT, help="the course folder")
     args = parser.parse_args(argv)
+    english = {py.stem: build(py) for py in sources(args.root)}
+    verdicts = [m.id for m in catalog.verdict_template() if m.id]
+    hints = hintbook.build(english, args.root, verdicts)
     if args.catalog:
-        english = {py.stem: build(py) for py in sources(args.root)}
         for lang in i18n.LOCALES:
             catalog.update_catalog(english, i18n.catalog_path(lang))
             catalog.update_verdicts(lang)
+            catalog.update_hints(lang, hintbook.template(hints))
     tables = {  # each catalog read once, for every notebook
         lang: catalog.translations(catalog.read_catalog(i18n.catalog_path(lang)))
         for lang in i18n.LOCALES
     }
-    stale = []
+    stale = _write(
+        args.root / "course" / "data" / "hints.json",
+        hintbook.text(hints),
+        check=args.check,
+    )
     for py in sources(args.root):
         for target, nb in editions(py, args.root, tables).items():
-            text = notebook_text(nb)
-            if target.exists() and target.read_text("utf-8") == text:
-                continue
-            stale.append(target)
-            if not args.check:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text, "utf-8")
-                print(f"built {target.relative_to(args.root)}")
+            stale += _write(target, notebook_text(nb), check=args.check)
     if args.check and stale:
         print(
             "stale (run `make notebooks`):",
@@ -159,6 +159,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+def _write(target: Path, text: str, *, check: bool) -> list[Path]:
+    """Write ``text`` to ``target`` unless it holds it already (or ``check``);
+    ``[target]`` if it was stale."""
+    if target.exists() and target.read_text("utf-8") == text:
+        return []
+    if not check:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, "utf-8")
+        print(
+            f"built {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}"
+        )
+    return [target]
 
 
 if __name__ == "__main__":

@@ -231,6 +231,13 @@ def update_verdicts(lang: str) -> None:
     compile_catalog(_merge(verdict_template(), path), path.with_suffix(".mo"))
 
 
+def update_hints(lang: str, template) -> None:
+    """Bring ``hints.po`` up to date with the hints (:func:`course.hintbook.template`);
+    compile ``hints.mo``."""
+    path = catalog_path(lang, "hints")
+    compile_catalog(_merge(template, path), path.with_suffix(".mo"))
+
+
 def compile_catalog(catalog, path: Path | None = None) -> bytes:
     """The ``.mo`` bytes of a catalog's finished entries (written to ``path``)."""
     from babel.messages.mofile import write_mo

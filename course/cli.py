@@ -7,6 +7,8 @@ students:
   lab        copy release/ into mywork/ (never overwriting), open JupyterLab;
              COURSE_LANG=zh: the Chinese edition (zh/), in mywork-zh/
   check      grade your own notebook against all the tests, hidden ones too
+  hint       the next hint for an exercise (as check.hint("...") in a notebook)
+  progress   every assignment and exercise: state, hints used, time spent
 
 instructors:
   release    rebuild source/ notebooks, regenerate release/ (and zh/release/)
@@ -38,7 +40,7 @@ def cmd_lab(args) -> int:
     root = Path(args.root).resolve()
     lang = i18n.language()
     edition = i18n.edition_root(root, i18n.available(root, lang))
-    work = root / ("mywork" if lang == "en" else f"mywork-{lang}")
+    work = _work(root, lang)
     for name in grading.assignments(edition):
         src, dest = grading.cells.folder(edition, "release", name), work / name
         if src.is_dir() and not dest.exists():
@@ -57,6 +59,39 @@ def cmd_lab(args) -> int:
         )
     print("Opening", work, "in JupyterLab. Stop it with Ctrl-C.")
     os.execve(sys.executable, cmd, env)
+    return 0
+
+
+def _work(root: Path, lang: str) -> Path:
+    """The student's own folder: ``mywork/`` (``mywork-zh/`` for the Chinese edition)."""
+    return root / ("mywork" if lang == "en" else f"mywork-{lang}")
+
+
+def _student_work(args) -> Path:
+    return (
+        Path(args.work)
+        if args.work
+        else _work(Path(args.root).resolve(), i18n.language())
+    )
+
+
+def cmd_hint(args) -> int:
+    """Print the next hint for one exercise (e.g. softmax) and record it in your
+    progress; where your last failed test named a mistake, its hint comes first."""
+    from .hints import cli_hint
+
+    return cli_hint(args.exercise, _student_work(args))
+
+
+def cmd_progress(args) -> int:
+    """Show every assignment and exercise: not started, started, failing (with the
+    mistake a test named) or passing; hints used; time spent. Kept in your own
+    folder (.course/progress.sqlite), never sent anywhere."""
+    from rich.console import Console
+
+    from . import progress
+
+    Console().print(progress.table(_student_work(args)))
     return 0
 
 
@@ -189,13 +224,22 @@ def cmd_report(args) -> int:
 
 def cmd_check(args) -> int:
     """Grade one notebook against the full tests and print points and messages."""
+    from . import progress
     from .grading import selfcheck
 
+    notebook = Path(args.notebook)
+    work = progress.work_folder(notebook.resolve().parent)
+
+    def record(assignment: str, scores: dict, messages: dict) -> None:
+        for exercise in progress.record_check(work, assignment, scores, messages):
+            print(progress.suggestion(exercise, in_notebook=False))
+
     return selfcheck.run(
-        Path(args.notebook),
+        notebook,
         assignment=args.assignment,
         course=Path(args.root).resolve(),
         lang=i18n.language(),
+        then=record,
     )
 
 
@@ -237,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = {
         "lab": cmd_lab,
         "check": cmd_check,
+        "hint": cmd_hint,
+        "progress": cmd_progress,
         "release": cmd_release,
         "grade": cmd_grade,
         "feedback": cmd_feedback,
@@ -272,6 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
     parsers["check"].add_argument(
         "--assignment", help="default: the notebook's file name"
     )
+    parsers["hint"].add_argument("exercise", help="e.g. softmax, split_heads")
+    for name in ("hint", "progress"):
+        parsers[name].add_argument(
+            "--work", help="your folder (default: mywork/, mywork-zh/ in Chinese)"
+        )
     return parser
 
 

@@ -71,7 +71,7 @@ def say(message: str, /, **fields) -> str:
     a student's error message) is passed through as it is. Unknown languages
     speak English.
     """
-    table = _verdicts()
+    table = compiled("verdicts")
     if table is not None:
         message = table.gettext(message)
         fields = {k: _field(table, v) for k, v in fields.items()}
@@ -89,21 +89,32 @@ def _field(table: gettext.GNUTranslations, value):
     return table.gettext(value)
 
 
-_TABLES: dict[str, gettext.GNUTranslations] = {}
+def tell(message: str, /, context: str | None = None, **fields) -> str:
+    """:func:`say` for the self-study domain, ``hints.po``: a hint (``context``:
+    its exercise) or a sentence of the hints and progress views."""
+    table = compiled("hints")
+    if table is not None:
+        message = (
+            table.pgettext(context, message) if context else table.gettext(message)
+        )
+    return message.format(**fields) if fields else message
 
 
-def _verdicts() -> gettext.GNUTranslations | None:
-    """The compiled verdict catalog of the language now spoken (None: English)."""
+_TABLES: dict[tuple[str, str], gettext.GNUTranslations] = {}
+
+
+def compiled(domain: str) -> gettext.GNUTranslations | None:
+    """The compiled catalog ``domain`` of the language now spoken (None: English)."""
     try:
         lang = language()
     except ValueError:
         return None
     if lang == "en":
         return None
-    if lang not in _TABLES:
-        with catalog_path(lang, "verdicts").with_suffix(".mo").open("rb") as f:
-            _TABLES[lang] = gettext.GNUTranslations(f)
-    return _TABLES[lang]
+    if (lang, domain) not in _TABLES:
+        with catalog_path(lang, domain).with_suffix(".mo").open("rb") as f:
+            _TABLES[lang, domain] = gettext.GNUTranslations(f)
+    return _TABLES[lang, domain]
 
 
 def edition_root(root: Path, lang: str) -> Path:

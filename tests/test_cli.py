@@ -15,7 +15,8 @@ def _course(*args, cwd=None, timeout=300):
 
 def test_help_lists_each_command_on_its_own_line():
     out = _course("--help").stdout
-    for name in ("lab", "check", "release", "grade", "feedback", "report"):
+    names = ("lab", "check", "hint", "progress", "release", "grade", "feedback")
+    for name in (*names, "report"):
         assert any(line.split()[:1] == [name] for line in out.splitlines()), out
     assert all(len(line) <= 88 for line in out.splitlines()), out
 
@@ -23,7 +24,10 @@ def test_help_lists_each_command_on_its_own_line():
 def test_every_command_takes_root():
     parser = cli.build_parser()
     commands = parser._subparsers._group_actions[0].choices
-    assert set(commands) == {"lab", "check", "release", "grade", "feedback", "report"}
+    assert set(commands) == {
+        *("lab", "check", "hint", "progress"),
+        *("release", "grade", "feedback", "report"),
+    }
     for name, sub in commands.items():
         assert "--root" in sub.format_help(), name
 

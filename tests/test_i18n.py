@@ -577,10 +577,10 @@ _HAN = "\u4e00-\u9fff"
 
 
 def _chinese_pieces() -> list[tuple[str, str, str]]:
-    """``(catalog, msgid, msgstr)`` of both catalogs' translations."""
+    """``(catalog, msgid, msgstr)`` of every catalog's translations."""
     return [
         (domain, m.id, m.string)
-        for domain in ("notebooks", "verdicts")
+        for domain in ("notebooks", "verdicts", "hints")
         for m in catalogs.read_catalog(i18n.catalog_path("zh", domain))
         if m.id and m.string
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import say
 from . import call, expect_close, expect_shape, fail, forbid
 from .layer_cases import (

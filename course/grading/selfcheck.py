@@ -66,11 +66,13 @@ def run(
     assignment: str | None = None,
     course: Path = ROOT,
     lang: str = "en",
+    then=None,
 ) -> int:
     """Grade, print the report; exit status 0 when every autograded point is earned.
 
     ``course`` is the English course folder; ``lang`` picks its edition (an edition
-    the folder lacks falls back to English).
+    the folder lacks falls back to English). ``then(assignment, scores, messages)``
+    runs after the report (the CLI records progress and suggests hints).
     """
     lang = available(course, lang)
     edition = edition_root(course, lang)
@@ -91,5 +93,7 @@ def run(
         notebook, assignment=assignment, course=course, lang=lang
     )
     print(report(scores, messages))
+    if then is not None:
+        then(assignment, scores, messages)
     lost = any(s != m for c, (s, m) in scores.items() if is_test_id(c))
     return 1 if lost else 0

@@ -1,0 +1,175 @@
+"""Hints: written for every exercise in both languages, never the answer's code,
+the named mistake's hint first, the next step unlocked as the setting says."""
+
+import re
+
+import nbformat
+import pytest
+import torch
+
+from course import authoring, hintbook, hints, i18n, progress
+from course import catalog as catalogs
+from course.checks import CheckFailed
+from course.checks import softmax as softmax_checks
+from course.grading import cells
+
+A = "05_softmax_and_scaling"
+
+
+def _english_notebooks() -> dict:
+    return {py.stem: authoring.build(py) for py in authoring.sources()}
+
+
+def test_every_exercise_has_three_steps_and_each_hint_a_translation():
+    notebooks = _english_notebooks()
+    book = hintbook.book()
+    assert list(book) == list(notebooks)
+    for assignment, nb in notebooks.items():
+        answers = [c.id for c in nb.cells if cells.is_answer(c)]
+        assert list(book[assignment]) == answers, assignment
+        assert all(len(book[assignment][a]["steps"]) >= 3 for a in answers)
+    found = catalogs.read_catalog(i18n.catalog_path("zh", "hints"))
+    done = catalogs.translations(found)
+    wanted = {(m.context, m.id) for m in hintbook.template(book) if m.id}
+    assert sorted(wanted - set(done)) == [], "run python -m course.authoring --catalog"
+    assert {(m.context, m.id) for m in found if m.id} == wanted
+    assert all(re.search("[\u4e00-\u9fff]", done[key]) for key in wanted)
+    path = i18n.catalog_path("zh", "hints").with_suffix(".mo")
+    assert catalogs.compile_catalog(found) == path.read_bytes()
+
+
+def _solution_lines(nb) -> set[str]:
+    """Each line of the answers (between nbgrader's solution markers), without its
+    spaces; very short lines (``return x``) say nothing of an answer."""
+    lines = set()
+    for cell in nb.cells:
+        if not cells.is_answer(cell):
+            continue
+        inside = False
+        for line in cell.source.splitlines():
+            if line.strip() in (cells.BEGIN_SOLUTION, cells.END_SOLUTION):
+                inside = "BEGIN" in line
+            elif inside and len(code := re.sub(r"\s+", "", line.split("#")[0])) > 8:
+                lines.add(code)
+    return lines
+
+
+def _leaks(hint: str, lines: set[str]) -> list[str]:
+    flat = re.sub(r"\s+", "", hint)
+    return [line for line in lines if line in flat]
+
+
+def test_no_hint_holds_a_line_of_the_answer():
+    done = catalogs.translations(
+        catalogs.read_catalog(i18n.catalog_path("zh", "hints"))
+    )
+    leaks = []
+    for assignment, nb in _english_notebooks().items():
+        lines = _solution_lines(nb)
+        assert len(lines) >= 3, assignment
+        for exercise, entry in hintbook.book()[assignment].items():
+            context = f"{assignment}/{exercise}"
+            texts = entry["steps"] + [m["hint"] for m in entry["mistakes"].values()]
+            for text in texts + [done[(context, t)] for t in texts]:
+                leaks += [f"{context}: {line}" for line in _leaks(text, lines)]
+    assert leaks == []
+    # The rule can fail: a hint that quotes the answer is caught.
+    softmax_lines = _solution_lines(_english_notebooks()[A])
+    quoted = "Try: return e / e.sum(dim=dim, keepdim=True)"
+    assert _leaks(quoted, softmax_lines)
+
+
+def test_a_mistake_starts_exactly_one_sentence_of_the_checks(tmp_path):
+    notebooks = {A: _english_notebooks()[A]}
+    verdicts = [m.id for m in catalogs.verdict_template() if m.id]
+    written = (authoring.ROOT / "source" / A / "hints.toml").read_text()
+    (tmp_path / "source" / A).mkdir(parents=True)
+    toml = tmp_path / "source" / A / "hints.toml"
+    toml.write_text(written)
+    assert hintbook.build(notebooks, tmp_path, verdicts) == {A: hintbook.book()[A]}
+    toml.write_text(written.replace('verdict = "rows do not sum', 'verdict = "rows'))
+    with pytest.raises(ValueError, match="not one"):
+        hintbook.build(notebooks, tmp_path, verdicts)
+    two_steps = [x for x in written.splitlines() if "Multiply elementwise" not in x]
+    toml.write_text("\n".join(two_steps))
+    with pytest.raises(ValueError, match="fewer than three"):
+        hintbook.build(notebooks, tmp_path, verdicts)
+
+
+def _wrong_softmax(scores, dim=-1):
+    e = (scores - scores.amax()).exp()
+    return e / e.sum(0, keepdim=True)  # normalised over dim 0
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_mistake_a_check_names_is_found_in_its_verdict(monkeypatch, lang):
+    monkeypatch.setenv("COURSE_LANG", lang)
+    with pytest.raises(CheckFailed) as err:
+        softmax_checks.softmax_rows(_wrong_softmax)
+    said = str(err.value)
+    assert hintbook.named_mistake(A, "softmax", said) == "wrong-dim"
+    assert hintbook.named_mistake(A, "attention_scores", said) is None
+    assert hintbook.named_mistake(A, "softmax", "some other sentence") is None
+    big = torch.tensor([[1e4, 0.0]])
+    with pytest.raises(CheckFailed) as err:
+        softmax_checks._expect_softmax(lambda x, d: x.exp() / x.exp().sum(d), big, -1)
+    assert hintbook.named_mistake(A, "softmax", str(err.value)) == "overflow"
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.delenv("COURSE_HINTS", raising=False)
+    monkeypatch.setenv("COURSE_LANG", "en")
+    return tmp_path
+
+
+def test_the_named_mistake_comes_first_then_the_steps_in_order(work):
+    store = progress.Store(work)
+    store.record(A, "softmax", "fail", test="test_softmax_rows", mistake="wrong-dim")
+    shown = [hints.hint("softmax", work=work) for _ in range(5)]
+    assert [h.number for h in shown] == ["mistake:wrong-dim", "1", "2", "3", "3"]
+    assert (
+        shown[0].text == hintbook.book()[A]["softmax"]["mistakes"]["wrong-dim"]["hint"]
+    )
+    assert shown[1].text == hintbook.book()[A]["softmax"]["steps"][0]
+    assert "last hint" in shown[4].note
+    assert "<code>dim</code>" in shown[2]._repr_html_()
+    # Each request is an event: exercise, hint number, time.
+    asked = [e for e in store.events(A) if e["kind"] == "hint"]
+    assert [e["hint"] for e in asked] == ["mistake:wrong-dim", "1", "2", "3"]
+    assert all(e["exercise"] == "softmax" and e["time"] > 0 for e in asked)
+    # Asked again for an unlocked one; a locked one is refused.
+    assert hints.hint("softmax", 2, work=work).text == shown[2].text
+    assert hints.hint("attention_scores", 2, work=work).number == ""
+
+
+def test_after_failure_the_next_step_waits_for_a_failed_test(work, monkeypatch):
+    monkeypatch.setenv("COURSE_HINTS", "after-failure")
+    store = progress.Store(work)
+    assert hints.hint("split_heads", work=work).number == "1"
+    again = hints.hint("split_heads", work=work)
+    assert again.number == "1" and "fails again" in again.note
+    store.record("04_split_heads", "split_heads", "fail", test="test_split_heads_x")
+    assert hints.hint("split_heads", work=work).number == "2"
+    monkeypatch.setenv("COURSE_HINTS", "on-request")
+    assert hints.hint("split_heads", work=work).number == "3"
+
+
+def test_no_exercise_named_and_an_unknown_one(work):
+    assert hints.hint(work=work).number == ""
+    progress.Store(work).record(A, "dot_product_std", "fail", test="t")
+    assert hints.hint(work=work).exercise == "dot_product_std"
+    assert "No exercise" in hints.hint("sofmax", work=work).title
+
+
+def test_hints_speak_chinese(work, monkeypatch):
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    shown = hints.hint("softmax", work=work)
+    assert "提示 1/3" in shown.title and "softmax 把" in shown.text
+    assert "还有 2 条" in shown.note
+
+
+def test_a_notebook_check_module_offers_hint():
+    assert softmax_checks.hint is hints.hint
+    nb = nbformat.read(authoring.ROOT / "source" / A / f"{A}.ipynb", as_version=4)
+    assert any("as check" in c.source for c in nb.cells)

@@ -1,0 +1,165 @@
+"""A student alone in JupyterLab (Chromium), in each edition: a test of softmax
+fails and names the mistake, the student asks for two hints (the first answers
+that mistake), fixes the answer, and the progress view follows.
+
+JupyterLab is started as a student starts it, ``course lab``, on a copy of the
+course whose ``mywork/`` already holds the notebook with the mistake in it.
+Screenshots of the hint and progress views go to ``reports/hints/``.
+"""
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from browser import browser
+from services import free_port, serving
+
+from course import grading, i18n
+
+ASSIGNMENT = "05_softmax_and_scaling"
+REPORTS = grading.ROOT / "reports" / "hints"
+WRONG = """def softmax(scores, dim=-1):
+    e = (scores - scores.amax()).exp()
+    return e / e.sum(0, keepdim=True)"""
+RIGHT = """def softmax(scores, dim=-1):
+    e = (scores - scores.amax(dim, keepdim=True)).exp()
+    return e / e.sum(dim, keepdim=True)"""
+ASKS = ['check.hint("softmax")', 'check.hint("softmax")']
+VIEW = "from course import progress\nprogress.show()"
+SAID = {  # what each edition says: the mistake's hint, the first step, the states
+    "en": ("wrong axis", "Softmax turns", "failing", "passing"),
+    "zh": ("错误的轴", "softmax 把", "未通过", "已通过"),
+}
+
+
+def _notebook(lang: str) -> dict:
+    """The released notebook, cut to its first exercise: the title, the setup,
+    the answer with a mistake, its first test, two hint requests, the view."""
+    edition = i18n.edition_root(grading.ROOT, lang)
+    nb = json.loads(grading.notebook_path(edition, "release", ASSIGNMENT).read_text())
+    cells = {c["id"]: c for c in nb["cells"]}
+    cells["softmax"]["source"] = WRONG
+    # The setup cell without the model (softmax's tests need none): a faster start.
+    lines = cells["code-01"]["source"]
+    lines = lines if isinstance(lines, str) else "".join(lines)
+    cells["code-01"]["source"] = [x for x in lines.splitlines() if "checks" in x][0]
+    extra = [
+        {"cell_type": "code", "id": f"ask-{i}", "metadata": {}, "source": code,
+         "outputs": [], "execution_count": None}
+        for i, code in enumerate([*ASKS, VIEW])
+    ]  # fmt: skip
+    keep = ["markdown-00", "code-01", "softmax", "test_softmax_rows"]
+    nb["cells"] = [cells[k] for k in keep] + extra
+    return nb
+
+
+@pytest.fixture(params=["en", "zh"])
+def lab(request, tmp_path):
+    """``course lab`` in one edition, its mywork holding the notebook above."""
+    lang = request.param
+    root = tmp_path / "course"
+    edition = i18n.edition_root(root, lang)
+    for folder in ("source", "release"):
+        src = i18n.edition_root(grading.ROOT, lang) / folder / ASSIGNMENT
+        shutil.copytree(src, edition / folder / ASSIGNMENT)
+    shutil.copytree(grading.ROOT / "hub" / "student", root / "hub" / "student")
+    work = root / ("mywork" if lang == "en" else f"mywork-{lang}") / ASSIGNMENT
+    work.mkdir(parents=True)
+    (work / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(_notebook(lang)))
+    port = free_port()
+    cmd = [sys.executable, "-m", "course", "lab", f"--root={root}", "--"]
+    cmd += ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}"]
+    cmd += ["--ServerApp.port_retries=0", "--IdentityProvider.token="]
+    cmd += [f"--LabApp.user_settings_dir={tmp_path / 'settings'}"]
+    cmd += [f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"]
+    env = {**os.environ, "COURSE_LANG": lang}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.pop("COURSE_HINTS", None)  # the default: each request unlocks the next
+    url = f"http://127.0.0.1:{port}"
+    with serving(cmd, probe=f"{url}/api/status", log=tmp_path / "lab.log", env=env):
+        yield url, lang, work.parent
+
+
+def _cell(page, index: int):
+    return page.locator(".jp-Notebook .jp-Cell").nth(index)
+
+
+PROMPT = """([index, before, done]) => {
+  const p = document.querySelectorAll('.jp-Notebook .jp-Cell')[index]
+    .querySelector('.jp-InputPrompt').innerText;
+  return p !== before && (!done || /[0-9]/.test(p));
+}"""
+
+
+def _run(page, index: int, expect: str = "", timeout: float = 120000) -> str:
+    """Run one cell (select it, Shift+Enter; again while it has not started: the
+    first keystroke can come before the notebook takes keys) and wait until its
+    prompt shows a new execution count; return its output's text, which must
+    hold ``expect``."""
+    prompt = _cell(page, index).locator(".jp-InputPrompt")
+    before = prompt.inner_text()
+    for _ in range(10):
+        prompt.click()
+        page.keyboard.press("Shift+Enter")
+        try:  # started ([*]) or already done
+            page.wait_for_function(PROMPT, arg=[index, before, False], timeout=5000)
+            break
+        except Exception:  # noqa: BLE001 - not started: ask again
+            continue
+    page.wait_for_function(PROMPT, arg=[index, before, True], timeout=timeout)
+    out = _cell(page, index).locator(".jp-OutputArea")
+    if not expect:
+        return out.inner_text()
+    try:
+        out.filter(has_text=expect).wait_for(timeout=30000)
+    except Exception:
+        page.screenshot(path=str(REPORTS / f"failed-at-cell-{index}.png"))
+        raise
+    return out.inner_text()
+
+
+def test_a_student_asks_for_hints_fixes_the_answer_and_sees_progress(lab):
+    url, lang, work = lab
+    mistake, first_step, failing, passing = SAID[lang]
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    with browser() as (ctx, blocked):
+        page = ctx.new_page()
+        page.set_viewport_size({"width": 1200, "height": 1000})
+        page.goto(f"{url}/lab/tree/{ASSIGNMENT}/{ASSIGNMENT}.ipynb")
+        page.wait_for_selector(
+            ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60000
+        )
+        for index in (1, 2):  # the setup, the answer (with its mistake)
+            _run(page, index)
+        verdict = _run(page, 3, "CheckFailed")
+        first = _run(page, 4, mistake)
+        second = _run(page, 5, first_step)
+        hints = page.locator(".course-hint")
+        numbers = [hints.nth(i).get_attribute("data-hint") for i in range(2)]
+        _cell(page, 4).scroll_into_view_if_needed()
+        page.screenshot(path=str(REPORTS / f"hints-{lang}.png"))
+        before = _run(page, 6, failing)
+        # The fix: the answer cell rewritten, run, and its test run again.
+        editor = _cell(page, 2).locator(".cm-content")
+        editor.click()
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text(RIGHT)
+        page.keyboard.press("Escape")
+        _run(page, 2)
+        fixed = _run(page, 3)
+        after = _run(page, 6, passing)
+        _cell(page, 6).scroll_into_view_if_needed()
+        page.screenshot(path=str(REPORTS / f"progress-{lang}.png"))
+        row = page.locator(".course-progress tr[data-exercise='softmax']").inner_text()
+    assert 'check.hint("softmax")' in verdict  # the sentence after the failure
+    assert numbers == ["mistake:wrong-dim", "1"], numbers
+    assert mistake in first and first_step in second
+    assert failing in before and "wrong-dim" in before
+    assert "CheckFailed" not in fixed, fixed
+    assert passing in after and failing not in row and "\t2\t" in f"{row}\t"
+    assert blocked == [], blocked
+    # The record is the student's own file, and it survives the server.
+    assert (work / ".course" / "progress.sqlite").is_file()
