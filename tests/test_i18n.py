@@ -497,7 +497,9 @@ def test_course_check_speaks_the_editions_language(tmp_path):
         timeout=600,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr  # nothing answered yet
-    assert "还没有实现" in proc.stdout and "总分（自动评分）" in proc.stdout, proc.stdout
+    assert "还没有实现" in proc.stdout and "总分（自动评分）" in proc.stdout, (
+        proc.stdout
+    )
 
 
 FONT_PROBE = """
