@@ -15,8 +15,12 @@ c.CourseDirectory.ignore = [
 
 # A cell may load a model, train a tiny model twice or run several randomized checks,
 # on a machine grading two notebooks at once: allow five minutes.
+# `course grade` (whose --cell-timeout overrides it), `course check` and formgrader
+# alike.
 c.Execute.timeout = 300
 c.Execute.interrupt_on_timeout = True
+# A whole submission: later cells are not run past it (`course grade --timeout`).
+c.GuardedExecute.notebook_timeout = 1800.0
 c.Execute.kernel_name = "python3"
 
 # Autograde: nbgrader's pipeline with the course's steps (course/grading/):
@@ -33,7 +37,7 @@ c.Autograde.autograde_preprocessors = [
     "course.grading.judge.JudgeEvidence",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
-    "nbgrader.preprocessors.LimitOutput",
+    "course.grading.flags.LimitOutput",
     "course.grading.tamper.FlagTampering",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
@@ -44,6 +48,9 @@ c.Autograde.autograde_preprocessors = [
 # so. nbgrader's other built-in choice is "none" (marked late, no penalty); a
 # subclass of nbgrader.plugins.LateSubmissionPlugin can take points per hour.
 c.LateSubmissionPlugin.penalty_method = "zero"
+# Hidden tests get seeds drawn per student and run (`course grade --fixed-seeds`:
+# the seeds written in source/, to reproduce a grade).
+c.DrawSeeds.enabled = True
 c.GuardedExecute.memory_limit = 4.0  # GiB per kernel; peak use is under 1 GiB
 # Every kernel in a sandbox of its own (docs/security.md): an unprivileged user in
 # namespaces of its own that sees only what a notebook needs. "on" refuses to grade

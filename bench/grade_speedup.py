@@ -35,6 +35,7 @@ from harness import fill, reference_answers  # noqa: E402
 from services import dask_cluster  # noqa: E402
 
 from course import grading  # noqa: E402
+from course.grading import cells  # noqa: E402
 
 # The baseline is nbgrader as it ships: its own Execute and autograde steps.
 STOCK = """
@@ -59,7 +60,7 @@ def make_class(root: Path, assignments: list[str], students: int) -> None:
             reference_answers(root, a),
         )
         for i in range(students):
-            path = grading.notebook_path(root, "submitted", a, f"s{i:03d}")
+            path = grading.notebook_path(root, "submitted", a, student=f"s{i:03d}")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(nb))
 
@@ -67,9 +68,9 @@ def make_class(root: Path, assignments: list[str], students: int) -> None:
 def totals(root: Path, assignments: list[str]) -> dict:
     out = {}
     for a in assignments:
-        for s, cells in grading.cell_scores(root, a).items():
+        for s, scores in grading.cell_scores(root, a).items():
             out[(a, s)] = sum(
-                v[0] or 0 for c, v in cells.items() if c.startswith("test_")
+                v[0] or 0 for c, v in scores.items() if cells.is_test_id(c)
             )
     return out
 

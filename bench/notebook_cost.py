@@ -23,6 +23,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from course.grading.environment import threads
+
 ROOT = Path(__file__).resolve().parent.parent
 FLOOR = "import torch\nfrom course import models\nmodel, tokenizer = models.load()\n"
 
@@ -43,7 +45,7 @@ def run_one(path: str) -> None:
 def _measure_once(path: str) -> dict:
     out = subprocess.run(
         [sys.executable, __file__, "--one", path],
-        env={**os.environ, "OMP_NUM_THREADS": "1"},  # as in a grading kernel
+        env={**os.environ, **threads()},  # as in a grading kernel
         capture_output=True,
         text=True,
         check=True,

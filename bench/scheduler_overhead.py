@@ -64,7 +64,7 @@ def make_class(root: Path, students: int) -> None:
     submission = nbformat.read(root / "release" / A / f"{A}.ipynb", as_version=4)
     submission.cells[0].source = "x = 1\n"
     for k in range(students):
-        path = grading.notebook_path(root, "submitted", A, f"s{k:04d}")
+        path = grading.notebook_path(root, "submitted", A, student=f"s{k:04d}")
         path.parent.mkdir(parents=True)
         nbformat.write(submission, path)
 

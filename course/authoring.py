@@ -25,7 +25,7 @@ import jupytext
 import nbformat
 from ipykernel.ipkernel import IPythonKernel
 
-from . import i18n
+from . import catalog, i18n
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {
@@ -110,7 +110,7 @@ def editions(
     out = {py_path.with_suffix(".ipynb"): nb}
     for lang, table in tables.items():
         translated = nbformat.from_dict(copy.deepcopy(nb))
-        i18n.translate(translated, py_path.stem, table)
+        catalog.translate(translated, py_path.stem, table)
         edition = i18n.edition_root(root, lang)
         out[edition / "source" / py_path.parent.name / f"{py_path.stem}.ipynb"] = (
             translated
@@ -135,10 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.catalog:
         english = {py.stem: build(py) for py in sources(args.root)}
         for lang in i18n.LOCALES:
-            i18n.update_catalog(english, i18n.catalog_path(lang))
-            i18n.update_verdicts(lang)
+            catalog.update_catalog(english, i18n.catalog_path(lang))
+            catalog.update_verdicts(lang)
     tables = {  # each catalog read once, for every notebook
-        lang: i18n.translations(i18n.read_catalog(i18n.catalog_path(lang)))
+        lang: catalog.translations(catalog.read_catalog(i18n.catalog_path(lang)))
         for lang in i18n.LOCALES
     }
     stale = []

@@ -40,7 +40,7 @@ def cmd_lab(args) -> int:
     edition = i18n.edition_root(root, i18n.available(root, lang))
     work = root / ("mywork" if lang == "en" else f"mywork-{lang}")
     for name in grading.assignments(edition):
-        src, dest = edition / "release" / name, work / name
+        src, dest = grading.cells.folder(edition, "release", name), work / name
         if src.is_dir() and not dest.exists():
             shutil.copytree(src, dest)
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={work}"]
@@ -83,7 +83,7 @@ def _import_folder(root: Path, assignment: str, folder: Path) -> int:
 
     count = 0
     for item in sorted(folder.iterdir()):
-        dest = grading.notebook_path(root, "submitted", assignment, item.stem)
+        dest = grading.notebook_path(root, "submitted", assignment, student=item.stem)
         if item.suffix == ".ipynb":
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(item, dest)
@@ -105,7 +105,7 @@ def _import_folder(root: Path, assignment: str, folder: Path) -> int:
 
 def cmd_grade(args) -> int:
     """Autograde every submission on dask and print what happened to each."""
-    from .grading import batch, engine, gradebook, sandbox
+    from .grading import batch, engine, gradebook, sandbox, settings
 
     root = Path(args.root).resolve()
     names = args.assignments or [
@@ -127,6 +127,13 @@ def cmd_grade(args) -> int:
     except gradebook.NotReleased as err:
         print(err)
         return 2
+    chosen = settings.resolve(  # nbgrader_config.py, with the flags given
+        root,
+        cell_timeout=args.cell_timeout,
+        notebook_timeout=args.timeout,
+        sandbox="off" if args.no_sandbox else None,
+        draw_seeds=False if args.fixed_seeds else None,
+    )
     for name in plan.registered:
         print(f"{name} was not in the gradebook: registered it from source/{name}")
     where = args.scheduler or args.scheduler_file or "a dask cluster on this machine"
@@ -137,24 +144,18 @@ def cmd_grade(args) -> int:
         workers=args.workers,
         warm=not args.cold,
     ) as client:
-        problems = {} if args.no_sandbox else engine.sandbox_problems(client)
+        problems = engine.sandbox_problems(client) if chosen.sandboxed else {}
         if problems:
             worker, reason = next(iter(problems.items()))
             print(f"Not grading: {sandbox.refusal(f'{worker}: {reason}')}")
             return 2
         results = batch.grade(
-            plan,
-            client=client,
-            timeout=args.timeout,
-            cell_timeout=args.cell_timeout,
-            fixed_seeds=args.fixed_seeds,
-            ship_files=args.ship_files,
-            sandbox=not args.no_sandbox,
+            plan, client=client, settings=chosen, ship_files=args.ship_files
         )
     print(batch.summary(results))
-    log = batch.write_log(results, root / "reports", sandboxed=not args.no_sandbox)
+    log = batch.write_log(results, root / "reports", sandboxed=chosen.sandboxed)
     print(f"every submission: {log}")
-    if args.no_sandbox:
+    if not chosen.sandboxed:
         print("kernels were not sandboxed (--no-sandbox): the class report says so")
     return 1 if any(r.status == batch.FAILED for r in results) else 0
 
@@ -174,12 +175,14 @@ def cmd_feedback(args) -> int:
 
 def cmd_report(args) -> int:
     """Write the class report (CSV, PNG plots, HTML) in the course's language."""
-    from .grading import report
+    from .grading import report, settings
 
     root = Path(args.root).resolve()
-    os.environ["COURSE_LANG"] = i18n.course_language(root)
     names = args.assignments or grading.assignments(root)
-    page = report.build(root, names, root / "reports", args.db)
+    with i18n.speaking(settings.course_language(root)):
+        page = report.build(
+            root=root, assignments=names, out=root / "reports", db_url=args.db
+        )
     print(f"report: {page}")
     return 0
 
@@ -208,10 +211,12 @@ def _grade_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="regrade graded submissions")
     p.add_argument("--from", dest="from_folder",
                    help="first import a folder of <student>.ipynb or .zip")  # fmt: skip
-    p.add_argument("--timeout", type=float, default=1800,
-                   help="seconds per submission (default: 1800)")  # fmt: skip
-    p.add_argument("--cell-timeout", type=int, default=120,
-                   help="seconds per cell (default: 120)")  # fmt: skip
+    p.add_argument("--timeout", type=float,
+                   help="seconds per submission (default: nbgrader_config.py's "
+                   "GuardedExecute.notebook_timeout)")  # fmt: skip
+    p.add_argument("--cell-timeout", type=int,
+                   help="seconds per cell (default: nbgrader_config.py's "
+                   "Execute.timeout)")  # fmt: skip
     p.add_argument("--cold", action="store_true",
                    help="start every kernel from scratch (no warm kernels)")  # fmt: skip
     p.add_argument("--no-sandbox", action="store_true",

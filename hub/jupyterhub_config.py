@@ -26,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-from course.grading import TEMPLATES
+from course.grading.environment import TEMPLATES, threads
 from course.i18n import lab_settings, language
 
 HERE = Path(__file__).resolve().parent
@@ -85,10 +85,9 @@ def course_roles(spawner) -> None:
             "JUPYTER_PATH": TEMPLATES,  # nbconvert's MathJax from the server, not a CDN
             "COURSE_EXCHANGE": EXCHANGE,
             "COURSE_LANG": LANG,  # the checks' verdicts
-            # One torch thread per kernel: a class shares the cores, and torch's
-            # thread pools in several busy kernels spin against each other (two
-            # kernels on two cores ran the checks up to 14x slower).
-            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+            # One torch thread per kernel (unless OMP_NUM_THREADS says otherwise):
+            # a class shares the cores.
+            **threads(os.environ),
             "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
         }
     )

@@ -25,8 +25,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from course import grading
+from course.grading import cells
 
-SOLUTION = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+SOLUTION = re.compile(  # nbgrader's solution markers, as whole lines
+    rf"^[ \t]*({re.escape(cells.BEGIN_SOLUTION)}|{re.escape(cells.END_SOLUTION)})"
+    r"[ \t]*\n?",
+    re.M,
+)
 
 
 @dataclass
@@ -89,15 +94,14 @@ def reference_answers(root: Path, assignment: str) -> dict[str, str]:
     nb = json.loads(grading.notebook_path(root, "source", assignment).read_text())
     out = {}
     for cell in nb["cells"]:
-        meta = cell["metadata"].get("nbgrader", {})
-        if meta.get("solution") and cell["cell_type"] == "code":
-            out[meta["grade_id"]] = SOLUTION.sub("", "".join(cell["source"]))
+        if cells.is_answer(cell) and cell["cell_type"] == "code":
+            out[cells.grade_id(cell)] = SOLUTION.sub("", "".join(cell["source"]))
     return out
 
 
 def printed(root: Path, assignment: str, student: str) -> str:
     """Everything a student's autograded notebook printed (stream outputs)."""
-    path = grading.notebook_path(root, "autograded", assignment, student)
+    path = grading.notebook_path(root, "autograded", assignment, student=student)
     nb = json.loads(path.read_text())
     return "".join(
         "".join(o.get("text", ""))
@@ -111,9 +115,8 @@ def fill(release_nb: dict, answers: dict[str, str]) -> dict:
     """A copy of the release notebook with the given answer cells replaced."""
     nb = json.loads(json.dumps(release_nb))
     for cell in nb["cells"]:
-        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
-        if grade_id in answers:
-            cell["source"] = answers[grade_id]
+        if cells.grade_id(cell) in answers:
+            cell["source"] = answers[cells.grade_id(cell)]
     return nb
 
 
@@ -150,14 +153,14 @@ def submissions(root: Path, assignment: str) -> dict[str, tuple[dict, dict[str, 
 def autograde(root: Path, assignment: str, subs: dict) -> tuple[dict, dict]:
     """Submit, autograde, and return ``(cell_scores, {student: cell_messages})``."""
     for student, (nb, _) in subs.items():
-        path = grading.notebook_path(root, "submitted", assignment, student)
+        path = grading.notebook_path(root, "submitted", assignment, student=student)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(nb))
     grading.nbgrader("autograde", assignment, "--force", root=root)
     scores = grading.cell_scores(root, assignment)
     messages = {
         s: grading.cell_messages(
-            grading.notebook_path(root, "autograded", assignment, s)
+            grading.notebook_path(root, "autograded", assignment, student=s)
         )
         for s in subs
     }
@@ -168,15 +171,17 @@ def drawn_seeds(root: Path, assignment: str, student: str) -> dict[str, str]:
     """``{test cell: "seed=N, ..."}``: the seeds the grader drew for the student's
     hidden tests (kept in the autograded notebook), to rerun a verdict by hand."""
     nb = json.loads(
-        grading.notebook_path(root, "autograded", assignment, student).read_text()
+        grading.notebook_path(
+            root, "autograded", assignment, student=student
+        ).read_text()
     )
     return {
-        cell["metadata"]["nbgrader"]["grade_id"]: ", ".join(seeds)
+        cells.grade_id(cell): ", ".join(seeds)
         for cell in nb["cells"]
-        if (seeds := re.findall(r"\bseed=\d+", "".join(cell["source"])))
+        if (seeds := cells.SEED.findall("".join(cell["source"])))
     }
 
 
 def graded_cells(scores: dict) -> list[str]:
     """Ids of the autograded test cells (those with points that are not tasks)."""
-    return [cell for cell in scores if cell.startswith("test_")]
+    return [cell for cell in scores if cells.is_test_id(cell)]

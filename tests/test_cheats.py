@@ -268,7 +268,7 @@ def _grade_class(root, cheats: dict, *flags: str) -> subprocess.CompletedProcess
     ref = reference_answers(root, A)
     for student, (answers, _) in {"honest": ({}, ()), **cheats}.items():
         answers = answers() if callable(answers) else answers
-        path = grading.notebook_path(root, "submitted", A, student)
+        path = grading.notebook_path(root, "submitted", A, student=student)
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(fill(release, {**ref, **answers})))
     cmd = [sys.executable, "-m", "course", "grade", A, f"--root={root}", "--workers=2"]

@@ -19,6 +19,7 @@ from torch import nn
 
 from course import grading
 from course.checks import CheckFailed
+from course.grading import cells
 from course.grading.judge import check_modules
 
 # 8: 06's first random batch has B == T, where a (B, T) mask added to (B, H, T, T)
@@ -40,8 +41,7 @@ def _hidden_calls(assignment: str) -> list[tuple[str, object, str, dict]]:
     modules = check_modules(nb)
     out = []
     for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-        if "BEGIN HIDDEN TESTS" not in cell.source:
+        if not (cells.is_test(cell) and cells.has_hidden_tests(cell.source)):
             continue
         for stmt in ast.parse(cell.source).body:
             call = getattr(stmt, "value", None)
@@ -50,7 +50,7 @@ def _hidden_calls(assignment: str) -> list[tuple[str, object, str, dict]]:
             fn = getattr(modules[call.func.value.id], call.func.attr)
             kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
             if not fn.__name__.startswith(SLOW):
-                out.append((grade_id, fn, call.args[0].id, kwargs))
+                out.append((cells.grade_id(cell), fn, call.args[0].id, kwargs))
     return out
 
 

@@ -14,6 +14,7 @@ import pytest
 from harness import fill, printed, reference_answers
 
 from course import grading
+from course.grading import cells
 
 # One class graded once: every test of this module runs on the same xdist worker.
 pytestmark = pytest.mark.xdist_group("grade_cli")
@@ -45,7 +46,7 @@ PROCESSES = (
 
 
 def _submit(root, student, nb=None, text=None):
-    path = grading.notebook_path(root, "submitted", A, student)
+    path = grading.notebook_path(root, "submitted", A, student=student)
     path.parent.mkdir(parents=True, exist_ok=True)
     if nb is not None:
         path.write_text(json.dumps(nb))
@@ -120,6 +121,10 @@ def graded_class(tmp_path_factory):
             },
         ),
     )
+    flood = ref["describe_config"] + "\nprint('x' * 100_000_000)\n"  # 100 MB
+    _submit(root, "flood", fill(release, {**ref, "describe_config": flood}))
+    phrase = ref["describe_config"] + "\nprint('... Output truncated ...')\n"
+    _submit(root, "phrase", fill(release, {**ref, "describe_config": phrase}))
     for student, prelude in STRAYS.items():  # the answer itself stays right
         answers = {**ref, "describe_config": prelude + ref["describe_config"]}
         _submit(root, student, fill(release, answers))
@@ -175,21 +180,33 @@ def _line(out: str, student: str) -> str:
 
 def test_summary_counts_every_submission(graded_class):
     _, proc = graded_class
-    assert "22 submissions:" in proc.stdout, proc.stdout + proc.stderr
+    assert "24 submissions:" in proc.stdout, proc.stdout + proc.stderr
     assert proc.returncode == 1  # some failed, and it says so
 
 
 def test_correct_student_unaffected(graded_class):
     root, proc = graded_class
     scores = grading.cell_scores(root, A)["good"]
-    assert all(s == m for c, (s, m) in scores.items() if c.startswith("test_")), scores
+    assert all(s == m for c, (s, m) in scores.items() if cells.is_test_id(c)), scores
     assert _line(proc.stdout, "good") == ""  # plainly graded
+
+
+def test_a_flood_of_output_is_cut_and_the_rest_graded(graded_class):
+    """100 MB printed by one answer: the output is cut, the instructor told, and
+    every test earns its points; printing the limiter's words flags nothing."""
+    root, proc = graded_class
+    line = _line(proc.stdout, "flood")
+    assert line.strip().startswith("flagged"), proc.stdout
+    assert line.split(": ", 1)[1] == "output was truncated", line
+    scores = grading.cell_scores(root, A)["flood"]
+    assert all(s == m for c, (s, m) in scores.items() if cells.is_test_id(c)), scores
+    assert _line(proc.stdout, "phrase") == ""  # plainly graded
 
 
 def test_untouched_release_is_graded_zero(graded_class):
     root, _ = graded_class
     scores = grading.cell_scores(root, A)["blank"]
-    assert sum(s for c, (s, m) in scores.items() if c.startswith("test_")) == 0
+    assert sum(s for c, (s, m) in scores.items() if cells.is_test_id(c)) == 0
 
 
 @pytest.mark.parametrize(
@@ -213,7 +230,7 @@ def test_fault_ends_with_a_reason(graded_class, student, status, reason, cell):
     if cell:  # a fault in one cell costs that exercise only; the kernel goes on
         assert f"cell {cell}" in line, line
         scores = grading.cell_scores(root, A)[student]
-        lost = {c for c, (s, m) in scores.items() if c.startswith("test_") and s < m}
+        lost = {c for c, (s, m) in scores.items() if cells.is_test_id(c) and s < m}
         assert lost and all(c.startswith(f"test_{cell}") for c in lost), lost
 
 
@@ -225,7 +242,7 @@ def test_wrong_values_are_graded_with_messages(graded_class):
     assert scores["sysexit"]["test_describe_config_values"][0] == 1
     assert scores["spam"]["test_describe_config_values"][0] == 1
     messages = grading.cell_messages(
-        grading.notebook_path(root, "autograded", A, "shapes")
+        grading.notebook_path(root, "autograded", A, student="shapes")
     )
     assert "should return" in messages["test_count_parameters_model"], messages
     assert scores["shapes"]["test_count_parameters_model"][0] == 0

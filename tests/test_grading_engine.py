@@ -20,7 +20,7 @@ from harness import fill, reference_answers
 from services import dask_cluster, postgres
 
 from course import grading
-from course.grading import batch, contain, engine
+from course.grading import batch, cells, contain, engine
 
 pytestmark = pytest.mark.xdist_group("grading_engine")
 
@@ -46,7 +46,7 @@ WRONG = {
 
 
 def _submit(root: Path, student: str, nb: dict) -> None:
-    path = grading.notebook_path(root, "submitted", A, student)
+    path = grading.notebook_path(root, "submitted", A, student=student)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(nb))
 
@@ -123,7 +123,7 @@ def graded(tmp_path_factory):
         killed = _kill_workers(TOKEN, 1, deadline)[0]
         # The doomed submission's workers only once the slow one is graded: a
         # worker killed while a retry waits on it would blame the retry too.
-        graded_slow = grading.notebook_path(root, "autograded", A, "slow")
+        graded_slow = grading.notebook_path(root, "autograded", A, student="slow")
         while not graded_slow.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         _kill_workers(DOOMED_TOKEN, 2, deadline)
@@ -229,8 +229,8 @@ def test_same_scores_as_serial_nbgrader(graded):
     postgres_scores = grading.cell_scores(graded["root"], A, graded["url"])
     sqlite_scores = grading.cell_scores(graded["serial"], A)
     assert set(sqlite_scores) == {"good", "blank", "wrong", "slow"}
-    for student, cells in sqlite_scores.items():
-        assert postgres_scores[student] == cells, student
+    for student, scores in sqlite_scores.items():
+        assert postgres_scores[student] == scores, student
     good = postgres_scores["good"]
     assert sum(s for s, _ in good.values() if s) > sum(
         s for s, _ in postgres_scores["wrong"].values() if s
@@ -287,9 +287,9 @@ def test_ship_files_and_register_from_source(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"registered it from source/{A}" in proc.stdout
     assert not (root / "release").exists()
-    assert grading.notebook_path(root, "autograded", A, "good").exists()
+    assert grading.notebook_path(root, "autograded", A, student="good").exists()
     scores = grading.cell_scores(root, A)["good"]
-    assert all(s == m for c, (s, m) in scores.items() if c.startswith("test_"))
+    assert all(s == m for c, (s, m) in scores.items() if cells.is_test_id(c))
 
 
 def test_unknown_assignment_is_one_sentence(tmp_path):

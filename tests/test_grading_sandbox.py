@@ -23,9 +23,19 @@ pytestmark = [
 ]
 SECRET = f"secret-{uuid.uuid4().hex}"
 VIEW = """
-import json, os
+import json, os, socket
+ipc = os.path.dirname(json.load(open("/run/connection.json"))["ip"])
+planted = []
+for name, plant in (("file", lambda p: open(p, "w").close()),
+                    ("socket", lambda p: socket.socket(socket.AF_UNIX).bind(p))):
+    try:
+        plant(os.path.join(ipc, "planted-" + name))
+        planted.append(name)
+    except OSError:
+        pass
 print(json.dumps({"uid": os.getuid(), "pid": os.getpid(), "root": sorted(os.listdir("/")),
-                  "env": sorted(os.environ), "cwd": os.getcwd(), "files": os.listdir(".")}))
+                  "env": sorted(os.environ), "cwd": os.getcwd(), "files": os.listdir("."),
+                  "ipc": sorted(os.listdir(ipc)), "planted": planted}))
 """
 
 
@@ -48,7 +58,7 @@ def test_a_machine_that_cannot_sandbox_is_refused_before_grading(tmp_path):
     root = grading.make_course(tmp_path / "course")
     grading.release(["01_config"], root)
     release = grading.notebook_path(root, "release", "01_config")
-    submitted = grading.notebook_path(root, "submitted", "01_config", "ana")
+    submitted = grading.notebook_path(root, "submitted", "01_config", student="ana")
     submitted.parent.mkdir(parents=True)
     submitted.write_bytes(release.read_bytes())
     script = (
@@ -76,31 +86,40 @@ def zygote(tmp_path_factory):
     warm.stop(proc)
 
 
-def _kernel(env: dict, tmp_path: Path, cwd: Path) -> KernelManager:
+def _kernel(
+    env: dict, tmp_path: Path, cwd: Path, policy: sandbox.Policy | None = None
+) -> KernelManager:
     """A sandboxed kernel started through the course's kernel command, as
     GuardedExecute starts one: warm if ``env`` names a zygote, else cold."""
     km = KernelManager(kernel_name="python3", transport="ipc")
     (tmp_path / "ipc").mkdir()
     km.ip = str(tmp_path / "ipc" / "kernel")
     km.kernel_spec.argv[:3] = [sys.executable, "-m", "course.grading.warm"]
-    policy = sandbox.Policy().to_env()
+    policy = (policy or sandbox.Policy()).to_env()
     km.start_kernel(
         env={**env, "PGPASSWORD": SECRET, sandbox.ENV: policy}, cwd=str(cwd)
     )
     return km
 
 
-def _execute(km: KernelManager, code: str, timeout: float = 60) -> str:
+def _execute(
+    km: KernelManager, code: str, timeout: float = 60, dead: bool = False
+) -> str:
+    """What ``code`` prints; with ``dead``, what it printed before its kernel died."""
     kc = km.client()
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=60)
         out = []
-        kc.execute_interactive(
-            code,
-            timeout=timeout,
-            output_hook=lambda m: out.append(m["content"].get("text", "")),
-        )
+        try:
+            kc.execute_interactive(
+                code,
+                timeout=timeout,
+                output_hook=lambda m: out.append(m["content"].get("text", "")),
+            )
+        except TimeoutError:
+            if not dead or km.is_alive():
+                raise
         return "".join(out)
     finally:
         kc.stop_channels()
@@ -120,6 +139,13 @@ def test_a_sandboxed_kernel_sees_only_its_own_world(zygote, tmp_path):
     assert view["cwd"] == str(cwd) and view["files"] == ["helper.py"]
     assert "work" not in view["root"] or Path(sys.prefix).is_relative_to("/work")
     assert "PGPASSWORD" not in view["env"] and sandbox.ENV not in view["env"]
+    _assert_sealed(view, tmp_path)
+
+
+def _assert_sealed(view: dict, tmp_path: Path) -> None:
+    """The kernel sees its own sockets in its IPC folder and can add nothing there."""
+    assert len(view["ipc"]) == 5 and view["planted"] == [], view
+    assert sorted(os.listdir(tmp_path / "ipc")) in ([], view["ipc"])
 
 
 def _memory(pid: int) -> bytes:
@@ -183,6 +209,8 @@ def test_an_interrupt_reaches_a_sandboxed_kernel(zygote, tmp_path):
         time.sleep(1)
         km.interrupt_kernel()
         reply = kc.get_shell_msg(timeout=30)
+        while reply["msg_type"] == "kernel_info_reply":  # wait_for_ready asked twice
+            reply = kc.get_shell_msg(timeout=30)
         assert reply["parent_header"]["msg_id"] == msg
         assert reply["content"]["ename"] == "KeyboardInterrupt"
         kc.stop_channels()
@@ -203,6 +231,37 @@ def test_a_sandbox_dies_with_its_proxy(zygote, tmp_path):
     km.shutdown_kernel(now=True)
 
 
+BALLAST = """
+import os
+held = 0
+for folder in ("/tmp", "/dev/shm", os.environ["HOME"], "."):
+    with open(os.path.join(folder, "ballast"), "wb") as f:
+        for _ in range(11):
+            f.write(b"x" * 2**24)
+            f.flush()
+            held += 2**24
+            print(held >> 20, flush=True)
+"""
+
+
+@pytest.mark.parametrize("ram", [512 << 20, 0])
+def test_a_sandbox_s_memory_holds_its_tmpfs_too(zygote, tmp_path, ram):
+    """Its four writable folders (192 MiB each here) take memory outside any
+    process's address space: with a cap of 512 MiB on the whole sandbox the kernel
+    holds less than that (a write fails or the kernel is killed); without one (the
+    control) it writes all 4 x 176 MiB."""
+    policy = sandbox.Policy(ram=ram, scratch=192 << 20, file_size=192 << 20)
+    km = _kernel(zygote[1], tmp_path, tmp_path, policy)
+    try:
+        held = [int(n) for n in _execute(km, BALLAST, timeout=20, dead=True).split()]
+    finally:
+        km.shutdown_kernel(now=True)
+    if ram:
+        assert held and max(held) < ram >> 20, held
+    else:
+        assert max(held) == 4 * 176, held
+
+
 def test_a_cold_kernel_is_sandboxed_too(tmp_path):
     """No zygote (``course grade --cold``, plain nbgrader): the kernel command
     sandboxes the kernel it starts."""
@@ -214,6 +273,7 @@ def test_a_cold_kernel_is_sandboxed_too(tmp_path):
     finally:
         km.shutdown_kernel(now=True)
     assert view["uid"] >= sandbox.SLOT_UID and view["pid"] == 2
+    _assert_sealed(view, tmp_path)
 
 
 def test_a_fifo_in_the_notebook_folder_is_not_waited_for(tmp_path):

@@ -12,6 +12,7 @@ from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
 from course.grading import warm
+from course.grading.environment import threads
 
 PROBE = """
 import json, os, resource, torch
@@ -28,7 +29,7 @@ print(json.dumps({
 @pytest.fixture(scope="module")
 def zygote(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("warm")
-    proc, env = warm.start(tmp, {**os.environ, "OMP_NUM_THREADS": "1"})
+    proc, env = warm.start(tmp, {**os.environ, **threads()})
     assert warm.wait_ready(proc, env), (tmp / "zygote.log").read_text()
     yield proc, env
     warm.stop(proc)

@@ -28,6 +28,8 @@ from harness import autograde, fill, fixture_module, graded_cells, reference_ans
 from services import free_port, serving
 
 from course import authoring, fonts, grading, i18n
+from course import catalog as catalogs
+from course.grading import settings
 
 ASSIGNMENTS = grading.assignments()
 ZH = i18n.edition_root(grading.ROOT, "zh")
@@ -55,17 +57,19 @@ def test_every_piece_has_a_translation_and_the_catalog_nothing_else(tmp_path):
     """A changed English cell leaves its translation fuzzy and a new one leaves it
     empty: either fails here, so no cell exists in one language only."""
     english = {py.stem: authoring.build(py) for py in authoring.sources()}
-    committed = i18n.read_catalog(i18n.catalog_path("zh"))
+    committed = catalogs.read_catalog(i18n.catalog_path("zh"))
     unfinished = [m.id[:60] for m in committed if m.id and (m.fuzzy or not m.string)]
     assert unfinished == [], "translate these in notebooks.po"
-    fresh = i18n.update_catalog(english, tmp_path / "notebooks.po")  # empty: all new
+    fresh = catalogs.update_catalog(
+        english, tmp_path / "notebooks.po"
+    )  # empty: all new
     keys = {(m.context, m.id) for m in committed if m.id}
     assert keys == {(m.context, m.id) for m in fresh if m.id}, (
         "run `python -m course.authoring --catalog`"
     )
-    table = i18n.translations(committed)
+    table = catalogs.translations(committed)
     for context, nb in english.items():
-        assert i18n.translate(nb, context, table) == [], context
+        assert catalogs.translate(nb, context, table) == [], context
 
 
 def test_a_changed_cell_is_caught(tmp_path):
@@ -74,14 +78,16 @@ def test_a_changed_cell_is_caught(tmp_path):
     shutil.copy(i18n.catalog_path("zh"), path)
     first = next(c for c in nb.cells if c.cell_type == "markdown")
     first.source += "\nOne more sentence."
-    catalog = i18n.update_catalog({authoring.sources()[0].stem: nb}, path)
-    assert i18n.translate(nb, authoring.sources()[0].stem, i18n.translations(catalog))
+    catalog = catalogs.update_catalog({authoring.sources()[0].stem: nb}, path)
+    assert catalogs.translate(
+        nb, authoring.sources()[0].stem, catalogs.translations(catalog)
+    )
 
 
 def _code_tokens(source: str) -> list[str]:
     """The code of a cell without its comments, docstrings and labels."""
     toks = tokenize.generate_tokens(io.StringIO(source).readline)
-    labels = i18n.label_strings(source)
+    labels = catalogs.label_strings(source)
     return [
         t.string
         for t in toks
@@ -102,7 +108,7 @@ def test_labels_in_code_are_translated_and_keep_their_fields():
         'batch = tokenizer([text, "A short one."], padding=True)\n'
         'print(out["last_hidden_state"], cmap="viridis")\n'
     )
-    found = [text for _, _, text in i18n.pieces(code, "code")]
+    found = [text for _, _, text in catalogs.pieces(code, "code")]
     assert found == [
         "in feature (column)",
         "lag {n}",
@@ -112,11 +118,11 @@ def test_labels_in_code_are_translated_and_keep_their_fields():
         "with positions",
         "without",
     ]
-    catalog = i18n.read_catalog(i18n.catalog_path("zh"))
-    table, labels = i18n.translations(catalog), 0
+    catalog = catalogs.read_catalog(i18n.catalog_path("zh"))
+    table, labels = catalogs.translations(catalog), 0
     for py in authoring.sources():
         for cell in authoring.build(py).cells:
-            for start, _, text in i18n.pieces(cell.source, cell.cell_type):
+            for start, _, text in catalogs.pieces(cell.source, cell.cell_type):
                 before = cell.source[max(0, start - 3) : start]
                 if cell.cell_type != "code" or before[-1:] not in "\"'":
                     continue  # markdown, a comment
@@ -138,7 +144,7 @@ def test_chinese_notebook_differs_only_in_what_is_read(assignment):
         assert a.metadata == b.metadata and a.cell_type == b.cell_type, a.id
         if a.cell_type == "code":
             assert _code_tokens(a.source) == _code_tokens(b.source), a.id
-        if i18n.pieces(a.source, a.cell_type):
+        if catalogs.pieces(a.source, a.cell_type):
             assert a.source != b.source, f"{a.id} is English in the Chinese edition"
 
 
@@ -153,15 +159,15 @@ def test_every_verdict_has_a_chinese_translation():
     """Each sentence the checks and the grader mark (``say``, ``fail``, ``N_``) has
     a finished translation with the same fields; the catalog holds nothing else,
     and ``verdicts.mo`` is compiled from it."""
-    marked = {m.id for m in i18n.verdict_template() if m.id}
+    marked = {m.id for m in catalogs.verdict_template() if m.id}
     path = i18n.catalog_path("zh", "verdicts")
-    catalog = i18n.read_catalog(path)
+    catalog = catalogs.read_catalog(path)
     done = {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
     assert len(marked) > 200
     assert sorted(marked - set(done)) == [], "run python -m course.authoring --catalog"
     assert sorted({m.id for m in catalog if m.id} - marked) == []
     assert [e for e, z in done.items() if _fields(e) != _fields(z)] == []
-    assert i18n.compile_catalog(catalog) == path.with_suffix(".mo").read_bytes()
+    assert catalogs.compile_catalog(catalog) == path.with_suffix(".mo").read_bytes()
 
 
 def _prose_outside_the_catalog(path: Path, fstrings: bool = False) -> list[str]:
@@ -218,6 +224,11 @@ ENGLISH_KEYS = {  # matched against torch's messages, which are English
 NOT_STUDENT_FACING = {
     "__init__.py": "nbgrader's command lines and config",
     "batch.py": "the grade command's report to the instructor",
+    "cells.py": "nbgrader's markers, grade ids and folders",
+    "environment.py": "the grading processes' variables",
+    "flags.py": "the grade command's report to the instructor",
+    "runs.py": "nbgrader's command lines",
+    "settings.py": "nbgrader's traits and the editions' course ids",
     "contain.py": "the sandbox: paths and logs",
     "engine.py": "the sandbox: command lines and logs",
     "execute.py": "the sandbox: trait help and logs (left to the sandbox work)",
@@ -365,7 +376,9 @@ def test_both_editions_grade_a_submission_alike(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_LANG", "zh")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "Glyph ... missing from font(s)"
-        page = report.build(courses["zh"], [assignment], tmp_path / "report")
+        page = report.build(
+            root=courses["zh"], assignments=[assignment], out=tmp_path / "report"
+        )
     text = page.read_text()
     verdict = zh_said["zh"][graded_cells(dict.fromkeys(lost))[0]]
     assert "班级报告" in text and verdict.split(": ", 1)[1][:20] in text
@@ -434,7 +447,7 @@ def test_the_glossary_is_what_the_notebooks_say():
     rows = [line.split("|")[1].strip() for line in lines]  # under the header
     terms = [t.strip() for row in rows for t in row.split("/")]
     text = "\n".join(
-        i18n.translations(i18n.read_catalog(i18n.catalog_path("zh"))).values()
+        catalogs.translations(catalogs.read_catalog(i18n.catalog_path("zh"))).values()
     )
     assert len(terms) >= 8 and [t for t in terms if t not in text] == []
 
@@ -449,8 +462,8 @@ def test_feedback_labels_follow_the_edition_unless_no_cache_is_writable(
     monkeypatch.setenv("COURSE_LANG", "en")  # configure sets it
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     zh, en = Config(), Config()
-    i18n.configure(zh, "zh")
-    i18n.configure(en, "en")
+    settings.configure(zh, "zh")
+    settings.configure(en, "en")
     assert zh.HTMLExporter.template_name == "feedback_zh"
     assert (tmp_path / "cache" / "attention-by-hand" / "feedback_zh").is_dir()
     assert "template_name" not in en.HTMLExporter
@@ -458,8 +471,8 @@ def test_feedback_labels_follow_the_edition_unless_no_cache_is_writable(
     blocked.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # no folder can be made in it
     stuck = Config()
-    i18n.configure(stuck, "zh")
-    assert stuck.CourseDirectory.course_id == i18n.COURSE_IDS["zh"]
+    settings.configure(stuck, "zh")
+    assert stuck.CourseDirectory.course_id == settings.COURSE_IDS["zh"]
     assert "template_name" not in stuck.HTMLExporter
 
 
@@ -474,8 +487,8 @@ def test_the_chinese_edition_is_an_nbgrader_course_of_its_own(monkeypatch):
         return PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config()
 
     en, zh = load(grading.ROOT), load(ZH)
-    assert zh.CourseDirectory.course_id == i18n.COURSE_IDS["zh"]
-    assert en.CourseDirectory.course_id == i18n.COURSE_IDS["en"]
+    assert zh.CourseDirectory.course_id == settings.COURSE_IDS["zh"]
+    assert en.CourseDirectory.course_id == settings.COURSE_IDS["en"]
     assert Path(zh.CourseDirectory.root) == ZH
     for section in ("Autograde", "GenerateFeedback", "Execute", "GuardedExecute"):
         assert zh[section] == en[section], section
@@ -577,7 +590,7 @@ def _chinese_pieces() -> list[tuple[str, str, str]]:
     return [
         (domain, m.id, m.string)
         for domain in ("notebooks", "verdicts")
-        for m in i18n.read_catalog(i18n.catalog_path("zh", domain))
+        for m in catalogs.read_catalog(i18n.catalog_path("zh", domain))
         if m.id and m.string
     ]
 
@@ -600,13 +613,13 @@ def test_one_chinese_term_per_concept_and_full_width_punctuation():
 
 
 def test_each_notebook_glosses_token_at_first_use_and_06_bridges_to_d2l():
-    table = i18n.translations(i18n.read_catalog(i18n.catalog_path("zh")))
+    table = catalogs.translations(catalogs.read_catalog(i18n.catalog_path("zh")))
     glossed = 0
     for py in authoring.sources():
         markdown = [
             table[(py.stem, c.source)]
             for c in authoring.build(py).cells
-            if c.cell_type == "markdown" and i18n.pieces(c.source, "markdown")
+            if c.cell_type == "markdown" and catalogs.pieces(c.source, "markdown")
         ]
         text = "\n".join(markdown)
         if "词元" in text:

@@ -125,7 +125,7 @@ def test_the_grader_sees_the_rubric_and_the_feedback_does_not(lang, tmp_path):
     assert model not in release and "MARK SCHEME" not in release
     # formgrader shows the autograded notebook through an HTMLExporter built with
     # the course's config (nbgrader's FormgradeExtension: HTMLExporter(config=...))
-    graded = grading.notebook_path(root, "autograded", assignment, "reference")
+    graded = grading.notebook_path(root, "autograded", assignment, student="reference")
     config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     config.HTMLExporter.template_name = "formgrade"  # FormgradeExtension's own
     config.HTMLExporter.extra_template_basedirs = [handlers.template_path]

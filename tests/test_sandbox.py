@@ -63,6 +63,7 @@ ATTACKS = {
     "kill_worker": "import os, signal\npid = os.getppid()\nwhile pid > 1:\n    if b'spawn_main' in open(f'/proc/{{pid}}/cmdline', 'rb').read():\n        os.kill(pid, signal.SIGKILL)\n        print('LEAK-killed-worker')\n        break\n    pid = int(open(f'/proc/{{pid}}/stat').read().rsplit(')', 1)[1].split()[1])",
     "families": "import os, socket\ntry:\n    socket.socket(40, socket.SOCK_STREAM).close()\n    print('LEAK-vsock')\nexcept OSError:\n    pass\ntry:\n    os.memfd_create('x')\n    print('LEAK-memfd')\nexcept OSError:\n    pass",
     "flood_log": "import os\nfor _ in range(1024):\n    os.write(1, b'x' * (1 << 20))\n    os.write(2, b'x' * (1 << 20))",
+    "plant_ipc": "import json, os, socket\nipc = os.path.dirname(json.load(open('/run/connection.json'))['ip'])\nfor n in range(3):\n    try:\n        socket.socket(socket.AF_UNIX).bind(os.path.join(ipc, f'{token}-{{n}}'))\n        print('LEAK-ipc-socket')\n    except OSError:\n        pass\ntry:\n    open(os.path.join(ipc, '{token}'), 'w').close()\n    print('LEAK-ipc-file')\nexcept OSError:\n    pass",
     "network": "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n    print('LEAK-network')\nexcept OSError:\n    pass",
 }
 # ipykernel forwards what a kernel writes to its raw streams into the notebook: the
@@ -89,7 +90,7 @@ def _make_class(folder: Path, attacks, port: int) -> Path:
         code = _attack(name, fields) + ref["describe_config"]
         students[f"attack_{name}"] = {**ref, "describe_config": code}
     for student, answers in students.items():
-        path = grading.notebook_path(root, "submitted", A, student)
+        path = grading.notebook_path(root, "submitted", A, student=student)
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(fill(release, answers)))
     return root
@@ -172,7 +173,7 @@ def test_every_attack_fails(attacked, name):
     root, proc, _, _ = attacked
     out = printed(root, A, f"attack_{name}")
     if name in STOPPED:  # the output limit stopped its kernel: graded all the same
-        graded = grading.notebook_path(root, "autograded", A, f"attack_{name}")
+        graded = grading.notebook_path(root, "autograded", A, student=f"attack_{name}")
         assert "printed more than" in graded.read_text(), proc.stdout
         return
     assert f"RAN-{name}" in out, out[-2000:] + proc.stdout

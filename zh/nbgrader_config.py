@@ -3,12 +3,12 @@
 The English course's configuration, with this folder as the course root and a
 course id of its own: its own gradebook, exchange inbox and release. Grade ids,
 tests and points are the English edition's (the notebooks are built from the same
-percent files; course/i18n.py).
+percent files; course/catalog.py).
 """
 
 import os
 
-from course.i18n import configure
+from course.grading.settings import configure
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 here = os.path.dirname(os.path.abspath(__file__))

@@ -24,15 +24,16 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import engine, gradebook, notebook_path, report
-from .enames import DEAF, KERNEL_DIED, NOT_RUN, TAMPERED
+from . import engine, gradebook, report
+from .cells import folder, notebook_path, test_sources
 from .engine import Job, Outcome
+from .settings import Settings, resolve
 
 GRADED, FLAGGED, FAILED = "graded", "flagged", "failed"
 SKIPPED = "already graded"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Result:
     """What happened to one submission."""
 
@@ -48,11 +49,15 @@ def submissions(root: Path, assignment: str) -> list[str]:
     base = root / "submitted"
     if not base.is_dir():
         return []
-    return sorted(p.name for p in base.iterdir() if (p / assignment).is_dir())
+    return sorted(
+        p.name
+        for p in base.iterdir()
+        if folder(root, "submitted", assignment, student=p.name).is_dir()
+    )
 
 
 def _precheck(root: Path, assignment: str, student: str) -> str | None:
-    path = notebook_path(root, "submitted", assignment, student)
+    path = notebook_path(root, "submitted", assignment, student=student)
     links = [p for p in path.parent.rglob("*") if p.is_symlink()]
     if links:  # nbgrader would copy what it points at: another student's work
         return f"the submission holds a symbolic link ({links[0].name})"
@@ -65,21 +70,12 @@ def _precheck(root: Path, assignment: str, student: str) -> str | None:
     return None
 
 
-def _locked_sources(path: Path) -> dict[str, str]:
-    nb = json.loads(path.read_text("utf-8"))
-    out = {}
-    for cell in nb.get("cells", []):
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
-            out[meta["grade_id"]] = "".join(cell.get("source", ""))
-    return out
+def _test_sources(path: Path) -> dict[str, str]:
+    return test_sources(json.loads(path.read_text("utf-8"))) if path.exists() else {}
 
 
-def _flags(root: Path, assignment: str, student: str) -> list[str]:
+def _test_cell_flags(released: dict[str, str], submitted: dict[str, str]) -> list[str]:
     """Differences between the submission's test cells and the release's."""
-    release = notebook_path(root, "release", assignment)
-    released = _locked_sources(release) if release.exists() else {}
-    submitted = _locked_sources(notebook_path(root, "submitted", assignment, student))
     flags = [
         f"test cell {c} was deleted (graded as 0 here)"
         for c in released
@@ -90,60 +86,35 @@ def _flags(root: Path, assignment: str, student: str) -> list[str]:
         for c in released
         if c in submitted and submitted[c].strip() != released[c].strip()
     ]
-    graded = notebook_path(root, "autograded", assignment, student)
-    if graded.exists():
-        text = graded.read_text("utf-8")
-        if "output truncated" in text.lower():
-            flags.append("output was truncated")
-        flags += output_flags(json.loads(text))
     return flags
 
 
-def output_flags(nb: dict) -> list[str]:
-    """What the graded notebook's error outputs say the instructor should know."""
-    flags = []
-    for k, cell in enumerate(nb.get("cells", [])):
-        name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", f"#{k}")
-        for out in cell.get("outputs", []):
-            if out.get("output_type") != "error":
-                continue
-            ename, evalue = out.get("ename", ""), out.get("evalue", "")
-            if ename == TAMPERED:
-                flags.append(f"tampering: {evalue.split(':')[0]}")
-            elif ename == NOT_RUN:
-                flags.append(f"later cells {evalue}")
-            elif ename in (KERNEL_DIED, DEAF):
-                flags.append(
-                    f"cell {name}: {evalue or 'timed out and was interrupted'}"
-                )
-            elif ename == "MemoryError" or "allocate memory" in evalue:
-                flags.append(f"cell {name} ran out of memory (the per-kernel limit)")
-    return list(dict.fromkeys(flags))  # once each, in order
-
-
-def _outcome_result(root: Path, job: Job, outcome: Outcome) -> Result:
-    """Graded, flagged or failed, from nbgrader's log and the autograded notebook."""
-    graded = notebook_path(root, "autograded", job.assignment, job.student)
-    if "There was an error processing" in outcome.log or not graded.exists():
-        return Result(
-            job.student, job.assignment, FAILED, [_reason(outcome)], outcome.seconds
-        )
-    flags = _flags(root, job.assignment, job.student)
+def _outcome_result(job: Job, outcome: Outcome, flags: list[str]) -> Result:
+    """Graded, flagged or failed, from the task's outcome and the submission's
+    own flags (:func:`plan`)."""
+    if not outcome.graded:
+        return _result(job, FAILED, [_reason(outcome)], seconds=outcome.seconds)
+    flags = flags + outcome.flags
     status = FLAGGED if flags else GRADED
-    return Result(job.student, job.assignment, status, flags, outcome.seconds)
+    return _result(job, status, flags, seconds=outcome.seconds)
+
+
+def _result(job: Job, status: str, reasons: list[str], *, seconds: float = 0.0):
+    """The Result of a submission that a task was given."""
+    return Result(
+        student=job.student,
+        assignment=job.assignment,
+        status=status,
+        reasons=reasons,
+        seconds=seconds,
+    )
 
 
 def _reason(outcome: Outcome) -> str:
-    log = outcome.log
-    if "past the time limit of the submission" in log:
+    if not outcome.finished:
         return "grading was stopped: the submission took longer than the time limit"
-    if "Kernel died" in log or "DeadKernelError" in log:
-        return "the kernel died while running the notebook (os._exit, a crash or out of memory)"
-    if "Timeout" in log or "timed out" in log:
-        return "a cell did not stop when interrupted after the time limit (does it ignore SIGINT?)"
-    lines = [ln for ln in log.splitlines() if "ERROR" in ln or "Error" in ln]
     return "nbgrader could not grade it: " + (
-        lines[-1].strip()[:200] if lines else f"exit code {outcome.returncode}"
+        outcome.error or f"exit code {outcome.returncode}"
     )
 
 
@@ -153,7 +124,7 @@ KILLED_WORKERS = (
 )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Plan:
     """What :func:`grade` will do: the submissions to grade, the Results of those
     it will not (already graded, or unreadable), and the gradebook they go to."""
@@ -163,6 +134,7 @@ class Plan:
     todo: list[tuple[str, str]]  # (assignment, student)
     results: list[Result]
     registered: list[str]  # assignments put in the gradebook from source/ just now
+    flags: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # todo's
 
 
 def plan(*, root: Path, assignments: list[str], db_url: str, force: bool) -> Plan:
@@ -171,33 +143,56 @@ def plan(*, root: Path, assignments: list[str], db_url: str, force: bool) -> Pla
     Raises :class:`course.grading.gradebook.NotReleased` for an assignment that
     the gradebook does not know and ``source/`` cannot register.
     """
-    todo, results = [], []
+    todo, results, flags = [], [], {}
     for assignment in assignments:
+        released = _test_sources(notebook_path(root, "release", assignment))
         for s in submissions(root, assignment):
             if not force and _up_to_date(root, assignment, s):
-                results.append(Result(s, assignment, GRADED, [SKIPPED]))
+                results.append(
+                    Result(
+                        student=s,
+                        assignment=assignment,
+                        status=GRADED,
+                        reasons=[SKIPPED],
+                    )
+                )
             elif problem := _precheck(root, assignment, s):
-                results.append(Result(s, assignment, FAILED, [problem]))
+                results.append(
+                    Result(
+                        student=s,
+                        assignment=assignment,
+                        status=FAILED,
+                        reasons=[problem],
+                    )
+                )
             else:
                 todo.append((assignment, s))
+                submitted = notebook_path(root, "submitted", assignment, student=s)
+                flags[assignment, s] = _test_cell_flags(
+                    released, _test_sources(submitted)
+                )
     students: dict[str, list[str]] = {a: [] for a in assignments}
     for assignment, student in todo:
         students[assignment].append(student)
     registered = gradebook.prepare(
         root=root, db_url=db_url, students_by_assignment=students
     )
-    return Plan(root, db_url, todo, results, registered)
+    return Plan(
+        root=root,
+        db_url=db_url,
+        todo=todo,
+        results=results,
+        registered=registered,
+        flags=flags,
+    )
 
 
 def grade(
     plan: Plan,
     *,
     client,
-    timeout: float = 1800,
-    cell_timeout: int = 120,
-    fixed_seeds: bool = False,
+    settings: Settings | None = None,
     ship_files: bool = False,
-    sandbox: bool = True,
     show_progress: bool = True,
 ) -> list[Result]:
     """Autograde the plan's submissions, one dask task each; a Result for every
@@ -209,29 +204,31 @@ def grade(
         From :func:`plan`.
     client : distributed.Client
         From :func:`course.grading.engine.cluster`.
-    timeout, cell_timeout : float, int
-        Seconds allowed per submission, per cell.
-    fixed_seeds : bool
-        Run hidden tests with the seeds of ``source/`` (to reproduce a grade).
+    settings : Settings, optional
+        Time per cell and per submission, sandbox, seeds
+        (:func:`course.grading.settings.resolve`; default: the course's
+        ``nbgrader_config.py``). A sandbox is off only as the instructor's
+        explicit choice (``course grade --no-sandbox``).
     ship_files : bool
         Send each submission to its worker as bytes (workers without the course
         folder); the autograded notebook comes back as bytes.
-    sandbox : bool
-        Every kernel in a sandbox (:mod:`course.grading.sandbox`); ``False`` only
-        as the instructor's explicit choice (``course grade --no-sandbox``).
     show_progress : bool
         A progress bar (tqdm, on stderr): done/total, rate, ETA and the counts.
     """
     from distributed import as_completed
 
+    settings = settings or resolve(plan.root)
     root, jobs, run = plan.root, {}, uuid.uuid4().hex[:8]
     for assignment, student in plan.todo:
-        files = engine.ship(root, assignment, student) if ship_files else None
-        folder = None if ship_files else str(root)  # shipped: the worker never looks
         job = engine.Job(
-            assignment, student, folder, plan.db_url, timeout, cell_timeout,
-            fixed_seeds, files, run, sandbox,
-        )  # fmt: skip
+            assignment=assignment,
+            student=student,
+            root=None if ship_files else str(root),  # shipped: the worker never looks
+            db_url=plan.db_url,
+            settings=settings,
+            files=engine.ship(root, assignment, student) if ship_files else None,
+            run=run,
+        )
         key = f"grade-{assignment}-{student}"
         jobs[client.submit(engine.grade_submission, job, key=key, pure=False)] = job
     results = list(plan.results)
@@ -239,7 +236,9 @@ def grade(
     bar = tqdm(total=len(jobs), unit="nb", desc="grading", disable=not show_progress)
     with bar:
         for future in as_completed(jobs):
-            result = _collect(root, jobs[future], future)
+            job = jobs[future]
+            flags = plan.flags.get((job.assignment, job.student), [])
+            result = _collect(root, job, future, flags=flags)
             counts[result.status] += 1
             results.append(result)
             bar.set_postfix(counts, refresh=False)
@@ -248,24 +247,24 @@ def grade(
     return sorted(results, key=lambda r: (r.assignment, r.student))
 
 
-def _collect(root: Path, job: Job, future) -> Result:
+def _collect(root: Path, job: Job, future, *, flags: list[str]) -> Result:
     from distributed import KilledWorker
 
     try:
         outcome = future.result()
     except KilledWorker:
-        return Result(job.student, job.assignment, FAILED, [KILLED_WORKERS])
+        return _result(job, FAILED, [KILLED_WORKERS])
     except Exception as err:  # the task itself broke: say so, grade the rest
         reason = f"the grading task failed: {err.__class__.__name__}: {err}"
-        return Result(job.student, job.assignment, FAILED, [reason[:300]])
+        return _result(job, FAILED, [reason[:300]])
     if job.files is not None:
         engine.land(root, job, outcome)
-    return _outcome_result(root, job, outcome)
+    return _outcome_result(job, outcome, flags)
 
 
 def _up_to_date(root: Path, assignment: str, student: str) -> bool:
-    graded = notebook_path(root, "autograded", assignment, student)
-    submitted = notebook_path(root, "submitted", assignment, student)
+    graded = notebook_path(root, "autograded", assignment, student=student)
+    submitted = notebook_path(root, "submitted", assignment, student=student)
     return (
         graded.exists()
         and submitted.exists()
@@ -297,7 +296,7 @@ def write_log(results: list[Result], folder: Path, *, sandboxed: bool = True) ->
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / report.RUN_FILE).write_text(json.dumps({"sandboxed": sandboxed}))
-    path = folder / "grading.csv"
+    path = folder / report.LOG_FILE
     with open(path, "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(["student", "assignment", "status", "seconds", "reasons"])

@@ -27,25 +27,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from distributed import WorkerPlugin, get_worker
 
-from . import contain, tool_env
+from . import contain, flags
 from . import warm as warm_kernels
+from .cells import folder, notebook_path
+from .environment import tool_env
+from .settings import Settings
 
 PLUGIN = "course-warm-kernels"
 ALLOWED_FAILURES = 1  # a task may lose one worker; the second death fails it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Job:
     """What one task needs: plain data, so that it travels to any worker.
 
@@ -58,23 +62,30 @@ class Job:
     student: str
     root: str | None  # the course folder on a shared file system; None if shipped
     db_url: str
-    timeout: float
-    cell_timeout: int
-    fixed_seeds: bool = False
+    settings: Settings  # the run's settings (nbgrader_config.py and its flags)
     files: dict[str, bytes] | None = None
     run: str = "run"  # the grading run: its task boxes are closed when it ends
-    sandbox: bool = True  # every kernel in a sandbox (course.grading.sandbox)
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Outcome:
-    """What one task reports: nbgrader's log and exit code, the time it took, the
-    worker that ran it and, with shipped files, the autograded folder's files."""
+    """What one task reports, decided on the worker.
 
-    log: str
+    ``finished``: nbgrader ended within the submission's time; ``returncode``: its
+    exit code; ``graded``: it wrote the autograded notebook; ``flags``: what that
+    notebook's error names and output limits say the instructor should look at
+    (:func:`course.grading.flags.flags`); ``error``: nbgrader's last error line,
+    when it could not grade; ``files``: with shipped files, the autograded
+    folder's files.
+    """
+
+    finished: bool
     returncode: int
-    seconds: float
-    worker: str
+    graded: bool
+    flags: list[str] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
+    worker: str = "local"
     files: dict[str, bytes] | None = None
 
 
@@ -111,7 +122,8 @@ class WarmKernels(WorkerPlugin):
 
 
 def grade_submission(job: Job) -> Outcome:
-    """The task: autograde one submission in its own box, within its budget."""
+    """The task: autograde one submission in its own box, within its budget, and
+    read what the graded notebook says."""
     start = time.monotonic()
     try:
         worker = get_worker()
@@ -122,15 +134,35 @@ def grade_submission(job: Job) -> Outcome:
     env = dict(plugin.env) if plugin is not None and plugin.env else tool_env()
     with tempfile.TemporaryDirectory(prefix="course-task-") as scratch:
         root = _unpack(job, Path(scratch)) if job.files is not None else Path(job.root)
-        log, code = _run_nbgrader(job, root, env)
+        log, code, finished = _run_nbgrader(job, root, env)
+        graded = notebook_path(root, "autograded", job.assignment, student=job.student)
+        ok = finished and code == 0 and graded.exists()
         files = None
         if job.files is not None:
-            files = _pack(root / "autograded" / job.student / job.assignment)
-    return Outcome(log, code, time.monotonic() - start, name, files)
+            files = _pack(
+                folder(root, "autograded", job.assignment, student=job.student)
+            )
+        return Outcome(
+            finished=finished,
+            returncode=code,
+            graded=ok,
+            flags=flags.flags(json.loads(graded.read_text("utf-8"))) if ok else [],
+            error="" if ok else _last_error(log),
+            seconds=time.monotonic() - start,
+            worker=name,
+            files=files,
+        )
+
+
+def _last_error(log: str) -> str:
+    """nbgrader's last line logged at error level (its exit code if none)."""
+    lines = [ln for ln in log.splitlines() if "ERROR" in ln or "Error" in ln]
+    return lines[-1].strip()[:200] if lines else ""
 
 
 def _arguments(job: Job, root: Path, env: dict) -> list[str]:
-    """``nbgrader autograde``'s arguments for one submission."""
+    """``nbgrader autograde``'s arguments for one submission: the run's settings
+    as nbgrader's traits (:meth:`course.grading.settings.Settings.argv`)."""
     argv = [
         "autograde",
         job.assignment,
@@ -138,37 +170,31 @@ def _arguments(job: Job, root: Path, env: dict) -> list[str]:
         "--force",
         f"--CourseDirectory.root={root}",
         f"--CourseDirectory.db_url={job.db_url}",
-        f"--Execute.timeout={job.cell_timeout}",
-        f"--GuardedExecute.notebook_timeout={job.timeout}",  # the kernel's budget
-        f"--GuardedExecute.sandbox={'on' if job.sandbox else 'off'}",
+        *job.settings.argv(),
     ]
     if warm_kernels.SOCKET_ENV in env:
         argv.append(f"--Execute.kernel_name={warm_kernels.KERNEL}")
-    if job.fixed_seeds:
-        argv.append("--DrawSeeds.enabled=False")
     return argv
 
 
-def _run_nbgrader(job: Job, root: Path, env: dict) -> tuple[str, int]:
+def _run_nbgrader(job: Job, root: Path, env: dict) -> tuple[str, int, bool]:
     """nbgrader in a task box, forked warm where it can be; the box closed after
-    it, however it ended."""
+    it, however it ended: its log, exit code, and whether it finished in time."""
     box = contain.open_task_box(job.run)
     env = {**env, **box}
     argv = _arguments(job, root, env)
-    seconds = job.timeout + 60  # nbgrader's own slack
+    seconds = job.settings.notebook_timeout + 60  # nbgrader's own slack
     pid = None
     try:
         ran = warm_kernels.nbgrader(argv, cwd=str(root), env=env, timeout=seconds)
-        log, code, pid, finished = ran or _run_cold(argv, root, env, seconds)
+        log, code, pid, finished = ran or _run_cold(argv, root, env, seconds=seconds)
     finally:
         contain.close_box(box, pid)
-    if not finished:
-        log += "\ncourse: stopped, past the time limit of the submission\n"
-    return log, code
+    return log, code, finished
 
 
 def _run_cold(
-    argv: list[str], root: Path, env: dict, seconds: float
+    argv: list[str], root: Path, env: dict, *, seconds: float
 ) -> tuple[str, int, int, bool]:
     """``nbgrader ARGV`` as a new process: output, exit code, pid, finished."""
 
@@ -218,11 +244,11 @@ def _pack(folder: Path) -> dict[str, bytes]:
 def ship(root: Path, assignment: str, student: str) -> dict[str, bytes]:
     """The files a worker without the course folder needs for one submission."""
     files = {"nbgrader_config.py": (root / "nbgrader_config.py").read_bytes()}
-    source = root / "source" / assignment
+    source = folder(root, "source", assignment)
     for path in sorted(source.rglob("*")):  # files nbgrader copies next to the notebook
         if path.is_file() and path.suffix != ".ipynb":
             files[str(path.relative_to(root))] = path.read_bytes()
-    submission = root / "submitted" / student / assignment
+    submission = folder(root, "submitted", assignment, student=student)
     for path in sorted(submission.rglob("*")):
         if path.is_file():
             files[str(path.relative_to(root))] = path.read_bytes()
@@ -231,10 +257,10 @@ def ship(root: Path, assignment: str, student: str) -> dict[str, bytes]:
 
 def land(root: Path, job: Job, outcome: Outcome) -> None:
     """Write a shipped task's autograded files into ``root/autograded``."""
-    folder = root / "autograded" / job.student / job.assignment
-    shutil.rmtree(folder, ignore_errors=True)
+    graded = folder(root, "autograded", job.assignment, student=job.student)
+    shutil.rmtree(graded, ignore_errors=True)
     for rel, data in (outcome.files or {}).items():
-        path = folder / rel
+        path = graded / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
 

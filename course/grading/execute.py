@@ -36,7 +36,9 @@ from traitlets import Bool, Enum, Float, Integer, default
 from ..checks import evidence
 from ..i18n import say
 from . import contain, sandbox
+from .cells import is_test
 from .enames import DEAF, KERNEL_DIED, NOT_RUN
+from .flags import mark_truncated
 from .kernels import LimitedKernelManager, PromptClient
 from .warm import MEMORY_ENV
 
@@ -53,10 +55,7 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
     )
 
 
-def is_test_cell(cell: NotebookNode) -> bool:
-    """A locked, graded code cell: the tests, restored from the release."""
-    meta = cell.metadata.get("nbgrader", {})
-    return bool(meta.get("grade")) and not meta.get("solution")
+is_test_cell = is_test  # the name tamper.py and shortcuts.py import
 
 
 class GuardedExecute(Execute):
@@ -103,7 +102,10 @@ class GuardedExecute(Execute):
         10.0, help="MiB of printed output kept per notebook; more is dropped."
     ).tag(config=True)
     stop_output = Float(
-        50.0, help="MiB of printed output after which the kernel is stopped."
+        50.0,
+        help="MiB of printed output after which the kernel is stopped if it goes "
+        "on printing (max_output more, in later cells): one cell's flood is only "
+        "cut, and the rest of the notebook graded.",
     ).tag(config=True)
 
     @default("kernel_manager_class")
@@ -117,10 +119,16 @@ class GuardedExecute(Execute):
         self._given_up = ""
         self._box: dict = {}
         self._ipc = ""
+        self._truncated = False  # an output limit cut output
+        self._flood_cell: int | None = None  # the cell that passed stop_output
+        self._printed_after = 0  # characters printed in the cells after it
         self._sandboxed = self._use_sandbox()
         budget = self.notebook_timeout
         self._deadline = time.monotonic() + budget if budget > 0 else None
-        return super().preprocess(nb, resources, km)
+        nb, resources = super().preprocess(nb, resources, km)
+        if self._truncated:
+            mark_truncated(nb)
+        return nb, resources
 
     def _use_sandbox(self) -> bool:
         """Whether kernels run in a sandbox; 'on' where none can be made raises."""
@@ -205,8 +213,12 @@ class GuardedExecute(Execute):
 
     def output(self, outs, msg, display_id, cell_index):
         if msg["msg_type"] == "stream":
-            self._printed += len(msg["content"].get("text", ""))
+            size = len(msg["content"].get("text", ""))
+            self._printed += size
+            if self._flood_cell is not None and cell_index != self._flood_cell:
+                self._printed_after += size
             if self._printed > self.max_output * 2**20:
+                self._truncated = True
                 if not outs or outs[-1].get("text") != TRUNCATED:
                     outs.append(
                         NotebookNode(
@@ -268,9 +280,11 @@ class GuardedExecute(Execute):
                 ),
             )
         else:
-            if not is_test_cell(cell):
+            if not is_test(cell):
                 self._ran.append(cell.source)
-        if self._printed > self.stop_output * 2**20 and not self._given_up:
+        if self._flood_cell is None and self._printed > self.stop_output * 2**20:
+            self._flood_cell = index  # cut; stopped only if the printing goes on
+        if self._printed_after > self.max_output * 2**20 and not self._given_up:
             self._given_up = say(
                 "not run: the notebook printed more than {stop_output:g} MiB",
                 stop_output=self.stop_output,

@@ -15,21 +15,19 @@ from pathlib import Path
 from nbconvert.preprocessors import Preprocessor
 
 from ..i18n import N_, language, say
+from .cells import BEGIN_HIDDEN, COMMENT, END_HIDDEN, HIDDEN, SEED, is_test
 
-HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re.S)
 REMOVED = N_("[a line quoting a hidden test was removed]")
-
-
-def _is_test(cell) -> bool:
-    grading = cell.metadata.get("nbgrader", {})
-    return (
-        cell.cell_type == "code"
-        and grading.get("grade")
-        and not grading.get("solution")
+# A line that quotes a hidden test: a hidden marker, a seed, a check call.
+QUOTES = re.compile(
+    "|".join(
+        [
+            *(re.escape(m.removeprefix(COMMENT)) for m in (BEGIN_HIDDEN, END_HIDDEN)),
+            SEED.pattern,
+            r"\bcheck\.\w+\(",
+        ]
     )
-
-
-QUOTES = re.compile(r"HIDDEN TESTS|seed=\d|\bcheck\.\w+\(")  # whatever the order
+)
 
 
 def _scrub(text: str, secrets: set[str]) -> str:
@@ -47,12 +45,12 @@ class ScrubHiddenTests(Preprocessor):
         secrets = {
             line.strip()
             for cell in nb.cells
-            if _is_test(cell)
+            if is_test(cell)
             for region in HIDDEN.findall(cell.source)
             for line in region.splitlines()
             if len(line.strip()) > 8
         }
-        secrets |= set(re.findall(r"seed=\d+", " ".join(secrets)))
+        secrets |= set(SEED.findall(" ".join(secrets)))
         for cell in nb.cells:
             for output in cell.get("outputs", []):
                 if "text" in output:
@@ -74,7 +72,7 @@ class RedactTestCells(Preprocessor):
     """Replace each test cell's error traceback by ``Name: message``."""
 
     def preprocess_cell(self, cell, resources, index):
-        if _is_test(cell):
+        if is_test(cell):
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
                     output["traceback"] = [

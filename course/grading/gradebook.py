@@ -11,11 +11,13 @@ and the students.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
 
-from . import import_jsonschema_lean, nbgrader, tool_env
+from .environment import tool_env
+from .runs import has_source, import_jsonschema_lean, nbgrader
 
 
 class NotReleased(Exception):
@@ -43,14 +45,13 @@ def prepare(
     import_jsonschema_lean()
     from nbgrader.api import Gradebook, MissingEntry
 
-    os.environ["PATH"] = tool_env()["PATH"]  # Gradebook runs `alembic` from PATH
     registered = []
-    with Gradebook(db_url) as gb:
+    with _tools_on_path(), Gradebook(db_url) as gb:  # it migrates with `alembic`
         known = {a.name for a in gb.assignments}
     for assignment in students_by_assignment:
         if assignment in known:
             continue
-        if not (root / "source" / assignment).is_dir():
+        if not has_source(root, assignment):
             names = sorted(known | {p.name for p in root.glob("source/*/")})
             raise NotReleased(
                 f"{assignment} is neither in the gradebook nor in {root}/source/: "
@@ -66,6 +67,21 @@ def prepare(
                 except MissingEntry:
                     gb.add_student(student)
     return registered
+
+
+@contextlib.contextmanager
+def _tools_on_path():
+    """This interpreter's tools first on PATH for the block (nbgrader's Gradebook
+    runs ``alembic`` from PATH); PATH as it was after it."""
+    before = os.environ.get("PATH")
+    os.environ["PATH"] = tool_env()["PATH"]
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = before
 
 
 def register(*, root: Path, db_url: str, assignment: str) -> None:
@@ -92,12 +108,15 @@ def register(*, root: Path, db_url: str, assignment: str) -> None:
         )
 
 
-def cell_scores(db_url: str, assignment: str) -> dict[str, dict[str, tuple]]:
-    """``{student: {grade_id: (score, max_score)}}`` for one assignment."""
+def cell_scores(
+    root: Path, assignment: str, db_url: str | None = None
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """``{student: {grade_id: (score, max_score)}}`` for one assignment, from the
+    course's gradebook (``db_url``, default SQLite in ``root``: :func:`url`)."""
     from nbgrader.api import Gradebook
 
     out: dict[str, dict[str, tuple]] = {}
-    with Gradebook(db_url) as gb:
+    with Gradebook(url(root, db_url)) as gb:
         for sub in gb.assignment_submissions(assignment):
             cells = out.setdefault(sub.student.id, {})
             for nb in sub.notebooks:

@@ -40,9 +40,9 @@ from traitlets import Bool
 
 from ..checks import CheckFailed, evidence
 from ..i18n import say
+from .cells import HIDDEN, SEED, grade_id, has_hidden_tests, is_locked, is_test
 from .enames import DEAF, KERNEL_DIED, NOT_RUN, UNREPLAYABLE
-from .execute import error_output, is_test_cell
-from .feedback import HIDDEN
+from .execute import error_output
 from .shortcuts import shortcut_verdicts
 
 GRADER_FAULTS = {KERNEL_DIED, DEAF, NOT_RUN}
@@ -56,13 +56,11 @@ class DrawSeeds(NbGraderPreprocessor):
     )
 
     def preprocess_cell(self, cell, resources, index):
-        if is_test_cell(cell) and "BEGIN HIDDEN TESTS" in cell.source:
+        if is_test(cell) and has_hidden_tests(cell.source):
 
             def draw(region: re.Match) -> str:
-                return re.sub(
-                    r"\bseed=\d+",
-                    lambda _: f"seed={secrets.randbelow(1_000_000)}",
-                    region.group(0),
+                return SEED.sub(
+                    lambda _: f"seed={secrets.randbelow(1_000_000)}", region.group(0)
                 )
 
             cell.source = HIDDEN.sub(draw, cell.source)
@@ -73,9 +71,7 @@ def check_modules(nb: NotebookNode) -> dict[str, object]:
     """``{alias: module}`` for the ``course.checks`` modules the notebook imports."""
     out = {}
     for cell in nb.cells:
-        if cell.cell_type != "code" or not cell.metadata.get("nbgrader", {}).get(
-            "locked"
-        ):
+        if cell.cell_type != "code" or not is_locked(cell):
             continue
         try:
             tree = ast.parse(cell.source)
@@ -210,13 +206,13 @@ class JudgeEvidence(NbGraderPreprocessor):
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue
-            if not is_test_cell(cell):  # evidence from given cells is not needed
+            if not is_test(cell):  # evidence from given cells is not needed
                 cell.outputs = [o for o in cell.outputs if not _is_evidence(o)]
                 continue
-            grade_id = cell.metadata.nbgrader.get("grade_id", "")
-            if grade_id in shortcuts:
-                cell.outputs = [error_output(*shortcuts[grade_id])]
+            name = grade_id(cell)
+            if name in shortcuts:
+                cell.outputs = [error_output(*shortcuts[name])]
                 continue
             cell.outputs, line = verdict(cell, modules)
-            self.log.debug("%s: %s", grade_id, line)
+            self.log.debug("%s: %s", name, line)
         return nb, resources

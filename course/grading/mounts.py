@@ -32,7 +32,7 @@ SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 libc = ctypes.CDLL(None, use_errno=True)
 
 
-def mount(source, target, fstype, flags: int, data: str | None = None) -> None:
+def mount(source, target, fstype, *, flags: int, data: str | None = None) -> None:
     """``mount(2)``; raises ``OSError`` naming the target."""
     args = [None if a is None else str(a).encode() for a in (source, target, fstype)]
     if libc.mount(*args, ctypes.c_ulong(flags), data and data.encode()) != 0:
@@ -62,18 +62,22 @@ def build(
     """Build the sandbox's root at ``staging`` (in this process's new mount
     namespace): the ``scratch`` folders and ``cwd`` private and empty but for the
     regular files of the host's ``cwd``; ``ipc`` bound writable."""
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=755")
+    mount(None, "/", None, flags=MS_REC | MS_PRIVATE)
+    mount(
+        "tmpfs", staging, "tmpfs", flags=MS_NOSUID | MS_NODEV, data="size=16m,mode=755"
+    )
     _etc(staging, uid)
     _dev(staging)
     for path in scratch:  # first: a read-only path may lie below /tmp
-        _tmpfs(staging + path, uid, size, "1777" if path in TMP else "700")
+        _tmpfs(
+            staging + path, uid=uid, size=size, mode="1777" if path in TMP else "700"
+        )
     for path in [p for p in SYSTEM if os.path.lexists(p)] + readonly:
         if os.path.islink(path) and path in SYSTEM:
             os.symlink(os.readlink(path), staging + path)
         else:
             _bind(path, staging + path, writable=False)
-    _tmpfs(staging + cwd, uid, size, "700")
+    _tmpfs(staging + cwd, uid=uid, size=size, mode="700")
     _copy(cwd, staging + cwd, uid)
     if ipc:  # last: it may lie below the working folder
         _bind(ipc, staging + ipc, writable=True)
@@ -85,10 +89,10 @@ def build(
     os.makedirs(staging + "/proc", exist_ok=True)
 
 
-def _tmpfs(target: str, uid: int, size: int, mode: str) -> None:
+def _tmpfs(target: str, *, uid: int, size: int, mode: str) -> None:
     os.makedirs(target, exist_ok=True)
     options = f"size={size},mode={mode},uid={uid},gid={uid}"
-    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options)
+    mount("tmpfs", target, "tmpfs", flags=MS_NOSUID | MS_NODEV, data=options)
 
 
 def _bind(source: str, target: str, *, writable: bool) -> None:
@@ -97,12 +101,23 @@ def _bind(source: str, target: str, *, writable: bool) -> None:
     else:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         Path(target).touch()
-    mount(source, target, None, MS_BIND)
-    flags, kept = MS_BIND | MS_REMOUNT | MS_NOSUID, os.statvfs(source).f_flag
+    mount(source, target, None, flags=MS_BIND)
+    _remount(target, os.statvfs(source).f_flag, writable=writable)
+
+
+def seal(path: str) -> None:
+    """Make the bind at ``path`` read-only (in this mount namespace only)."""
+    _remount(path, os.statvfs(path).f_flag, writable=False)
+
+
+def _remount(target: str, kept: int, *, writable: bool) -> None:
+    """Remount the bind at ``target`` with the ``statvfs`` flags ``kept`` (a user
+    namespace may not clear them), no set-uid, and read-only unless ``writable``."""
+    flags = MS_BIND | MS_REMOUNT | MS_NOSUID
     for bit, flag in KEEP_FLAGS.items():
         if kept & bit:
             flags |= flag
-    mount(None, target, None, flags | (0 if writable else MS_RDONLY | MS_NODEV))
+    mount(None, target, None, flags=flags | (0 if writable else MS_RDONLY | MS_NODEV))
 
 
 def _etc(staging: str, uid: int) -> None:
@@ -168,7 +183,7 @@ def loopback_up() -> None:
 def enter_root(staging: str) -> None:
     """In the new PID namespace: mount its ``/proc``, make ``staging`` the root and
     drop the machine's, then make the root folder read-only."""
-    mount("proc", staging + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount("proc", staging + "/proc", "proc", flags=MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(staging)
     number = SYS_PIVOT_ROOT[os.uname().machine]
     if libc.syscall(number, b".", b".") != 0:  # pivot_root(".", "."), then detach
@@ -178,4 +193,4 @@ def enter_root(staging: str) -> None:
         err = ctypes.get_errno()
         raise OSError(err, f"umount: {os.strerror(err)}")
     os.chdir("/")
-    mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    mount(None, "/", None, flags=MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)

@@ -3,9 +3,11 @@
 * ``grades.csv``: one row per student and assignment (autograded points, maximum);
 * ``scores_<a>.png``: the distribution of total scores per assignment;
 * ``cells_<a>.png``: the pass rate of each test cell;
-* ``report.html``: the plots and the most common verdicts (misconception messages),
-  counted over the class. Verdicts only: no test code, no solution. A warning
-  heads it when the last ``course grade`` ran kernels outside the sandbox.
+* ``report.html``: the plots; per exercise, the most common verdicts
+  (misconception messages) and how many students got each; and the submissions
+  that ``course grade`` flagged or could not grade, with its reasons, for the
+  instructor to review. Verdicts only: no test code, no solution. A warning heads
+  it when the last ``course grade`` ran kernels outside the sandbox.
 """
 
 from __future__ import annotations
@@ -18,12 +20,22 @@ from pathlib import Path
 
 from ..fonts import use_cjk_fonts
 from ..i18n import language, say
-from . import cell_messages, cell_scores, notebook_path
+from .cells import (
+    error_messages,
+    exercise,
+    grade_id,
+    is_answer,
+    is_test_id,
+    notebook_path,
+)
+from .gradebook import cell_scores
 
 RUN_FILE = "grading-run.json"  # written by course grade: was the run sandboxed?
+LOG_FILE = "grading.csv"  # written by course grade: what happened to each submission
+REVIEW = ("flagged", "failed")  # the states the instructor should look at
 
 
-def _plot_scores(totals: list[float], most: float, path: Path, title: str) -> None:
+def _plot_scores(totals: list[float], *, most: float, path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -73,59 +85,123 @@ def _unsandboxed(out: Path) -> str:
     return f"<p class='unsandboxed'><strong>{html.escape(warning)}</strong></p>"
 
 
+def _answers(root: Path, assignment: str) -> list[str]:
+    """The grade ids of the assignment's answer cells (its exercises)."""
+    path = notebook_path(root, "source", assignment)
+    if not path.exists():
+        return []
+    cells = json.loads(path.read_text("utf-8"))["cells"]
+    return [grade_id(c) for c in cells if is_answer(c)]
+
+
+def verdicts_by_exercise(
+    messages: dict[str, dict[str, str]], answers: list[str]
+) -> dict[str, Counter]:
+    """``{exercise: Counter({verdict: students})}`` from ``{student: {test cell:
+    message}}``: a student counts once per verdict of an exercise, however many of
+    its test cells said it. A verdict is the message's first line, whole."""
+    out: dict[str, Counter] = {}
+    for cells in messages.values():
+        said: dict[str, set[str]] = {}
+        for cell, message in cells.items():
+            first = message.splitlines()[0] if message else ""
+            said.setdefault(exercise(cell, answers), set()).add(first)
+        for name, lines in said.items():
+            out.setdefault(name, Counter()).update(lines)
+    return out
+
+
+def _rank(name: str, order: list[str]) -> tuple[int, str]:
+    return (order.index(name) if name in order else len(order), name)
+
+
+def _verdict_table(by_exercise: dict[str, Counter], order: list[str]) -> str:
+    heads = [say("exercise"), say("students"), say("message")]
+    rows = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{n}</td><td>{html.escape(v)}</td></tr>"
+        for name in sorted(by_exercise, key=lambda e: _rank(e, order))
+        for v, n in by_exercise[name].most_common(5)
+    )
+    title = say("Most common verdicts, by exercise")
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    return f"<h3>{title}</h3><table><tr>{head}</tr>{rows}</table>"
+
+
+def _to_review(out: Path, assignment: str) -> str:
+    """The submissions of ``assignment`` that the last ``course grade`` flagged or
+    could not grade, with its reasons (empty if none, or no log)."""
+    try:
+        with open(out / LOG_FILE, newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r["assignment"] == assignment]
+    except (OSError, KeyError):
+        return ""
+    rows = [r for r in rows if r.get("status") in REVIEW]
+    if not rows:
+        return ""
+    heads = [say("student"), say("status"), say("reasons")]
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(r[k])}</td>" for k in keys) + "</tr>"
+        for r in sorted(rows, key=lambda r: (r["status"], r["student"]))
+        for keys in [("student", "status", "reasons")]
+    )
+    title = say("Submissions to review")
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    return f"<h3>{title}</h3><table><tr>{head}</tr>{body}</table>"
+
+
+def _section(*, root: Path, assignment: str, out: Path, db_url: str | None):
+    """``(grades.csv rows, HTML section)`` of one assignment (None: not graded)."""
+    a = assignment
+    scores = cell_scores(root, a, db_url)
+    if not scores:
+        return None
+    tests = sorted({c for cells in scores.values() for c in cells if is_test_id(c)})
+    totals = {
+        s: sum((cells.get(c, (0, 0))[0] or 0) for c in tests)
+        for s, cells in scores.items()
+    }
+    most = sum(next(iter(scores.values()))[c][1] for c in tests)
+    rows = [(s, a, f"{totals[s]:g}", f"{most:g}") for s in sorted(scores)]
+    rates = {
+        c: sum(cells[c][0] == cells[c][1] for cells in scores.values() if c in cells)
+        / len(scores)
+        for c in tests
+    }
+    graded = {s: notebook_path(root, "autograded", a, student=s) for s in scores}
+    messages = {s: error_messages(p) for s, p in graded.items() if p.exists()}
+    answers = _answers(root, a)
+    _plot_scores(
+        list(totals.values()), most=most, path=out / f"scores_{a}.png", title=a
+    )
+    title = say("{assignment}: pass rate per test cell", assignment=a)
+    _plot_cells(rates, out / f"cells_{a}.png", title)
+    mean = sum(totals.values()) / len(totals)
+    summary = say(
+        "{count} students, mean {mean:.1f} of {most:g}.",
+        count=len(scores), mean=mean, most=most,
+    )  # fmt: skip
+    section = (
+        f"<h2>{a}</h2><p>{summary}</p>"
+        f"<img src='scores_{a}.png'> <img src='cells_{a}.png'>"
+        + _verdict_table(verdicts_by_exercise(messages, answers), answers)
+        + _to_review(out, a)
+    )
+    return rows, section
+
+
 def build(
-    root: Path, assignments: list[str], out: Path, db_url: str | None = None
+    *, root: Path, assignments: list[str], out: Path, db_url: str | None = None
 ) -> Path:
     """Write grades.csv, the plots and report.html into ``out``; return the page
-    (scores from the gradebook at ``db_url``, default SQLite in ``root``)."""
+    (scores from the gradebook at ``db_url``, default SQLite in ``root``; what
+    ``course grade`` said of each submission from ``out/grading.csv``)."""
     out.mkdir(parents=True, exist_ok=True)
     rows, sections = [], []
     for a in assignments:
-        scores = cell_scores(root, a, db_url)
-        if not scores:
-            continue
-        tests = sorted(
-            {c for cells in scores.values() for c in cells if c.startswith("test_")}
-        )
-        totals = {
-            s: sum((cells.get(c, (0, 0))[0] or 0) for c in tests)
-            for s, cells in scores.items()
-        }
-        most = sum(next(iter(scores.values()))[c][1] for c in tests)
-        rows += [(s, a, f"{totals[s]:g}", f"{most:g}") for s in sorted(scores)]
-        rates = {
-            c: sum(
-                cells[c][0] == cells[c][1] for cells in scores.values() if c in cells
-            )
-            / len(scores)
-            for c in tests
-        }
-        verdicts = Counter()
-        for s in scores:
-            path = notebook_path(root, "autograded", a, s)
-            if path.exists():
-                verdicts.update(
-                    m.splitlines()[0][:160] for m in cell_messages(path).values()
-                )
-        _plot_scores(list(totals.values()), most, out / f"scores_{a}.png", a)
-        title = say("{assignment}: pass rate per test cell", assignment=a)
-        _plot_cells(rates, out / f"cells_{a}.png", title)
-        common = "".join(
-            f"<tr><td>{n}</td><td>{html.escape(v)}</td></tr>"
-            for v, n in verdicts.most_common(12)
-        )
-        mean = sum(totals.values()) / len(totals)
-        summary = say(
-            "{count} students, mean {mean:.1f} of {most:g}.",
-            count=len(scores), mean=mean, most=most,
-        )  # fmt: skip
-        heads = [say("Most common verdicts"), say("students"), say("message")]
-        sections.append(
-            f"<h2>{a}</h2><p>{summary}</p>"
-            f"<img src='scores_{a}.png'> <img src='cells_{a}.png'>"
-            "<h3>{}</h3><table><tr><th>{}</th><th>{}</th></tr>".format(*heads)
-            + f"{common}</table>"
-        )
+        done = _section(root=root, assignment=a, out=out, db_url=db_url)
+        if done is not None:
+            rows += done[0]
+            sections.append(done[1])
     with open(out / "grades.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["student", "assignment", "autograded_score", "autograded_max"])

@@ -41,11 +41,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..i18n import say
-from . import HOME, lockdown, mounts
+from . import inside, mounts
+from .environment import HOME
 
 ENV = "COURSE_SANDBOX"  # the kernel's Policy, as JSON: set by GuardedExecute
 SLOT_UID = 2_000_000_000  # as root, the kernel of slot N runs as SLOT_UID + N
 SLOTS = 1024
+MEMORY_CGROUP = Path("/sys/fs/cgroup/memory/course-sandbox")  # cgroup v1, as root
 INNER_UID = 1000  # the kernel's uid inside a user namespace (not root)
 CONNECTION = "/run/connection.json"
 CLONE = {"NS": 0x20000, "CGROUP": 0x2000000, "UTS": 0x4000000, "IPC": 0x8000000,
@@ -54,11 +56,14 @@ CLONE = {"NS": 0x20000, "CGROUP": 0x2000000, "UTS": 0x4000000, "IPC": 0x8000000,
 
 @dataclass(frozen=True)
 class Policy:
-    """What one kernel may use: bytes of address space (0: no cap), CPU seconds,
-    bytes per file and per writable folder, processes; ``hidden`` names folders
-    (the course's) that no read-only path may contain."""
+    """What one kernel may use: bytes of address space per process (0: no cap);
+    bytes of memory for the whole sandbox, its processes and its tmpfs folders
+    together (as root, a memory cgroup; 0: ``memory``); CPU seconds, bytes per file
+    and per writable folder, processes; ``hidden`` names folders (the course's) that
+    no read-only path may contain."""
 
     memory: int = 0
+    ram: int = 0
     cpu_seconds: int = 1800
     file_size: int = 256 << 20
     scratch: int = 256 << 20
@@ -106,6 +111,8 @@ def enter(policy: Policy, *, argv: list[str], cwd: str, asker=None) -> list[str]
     slot, uid = _take_slot() if root else (None, INNER_UID)
     if root and ipc:
         os.chown(ipc, uid, uid)
+    if root:
+        _cap_memory(uid - SLOT_UID, policy.ram or policy.memory)
     staging = _staging()
     outer = os.geteuid(), os.getegid()
     _unshare(
@@ -127,7 +134,7 @@ def enter(policy: Policy, *, argv: list[str], cwd: str, asker=None) -> list[str]
     child = os.fork()
     if child:
         _keep(child, asker, slot)
-    _init(staging, policy, uid=uid if root else None)
+    inside.init(staging, policy, uid=uid if root else None, ipc=ipc)
     os.chdir(cwd)
     return [CONNECTION if a == connection else a for a in argv]
 
@@ -154,6 +161,20 @@ def _take_slot() -> tuple[int, int]:
         except BlockingIOError:
             os.close(fd)
     raise RuntimeError(f"all {SLOTS} sandbox slots are taken")
+
+
+def _cap_memory(slot: int, limit: int) -> None:
+    """As root, where cgroup v1's memory controller is mounted: the calling process,
+    and so the whole sandbox, joins its slot's memory cgroup, capped at ``limit``
+    bytes (0: no cap). What the sandbox's tmpfs folders hold counts there too."""
+    group = MEMORY_CGROUP / f"slot-{slot}"
+    if not limit or not MEMORY_CGROUP.parent.is_dir():
+        return
+    group.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # what the slot's last sandbox left charged
+        (group / "memory.force_empty").write_text("0")
+    (group / "memory.limit_in_bytes").write_text(str(limit))
+    (group / "cgroup.procs").write_text(str(os.getpid()))
 
 
 def _staging() -> str:
@@ -201,50 +222,6 @@ def _keep(child: int, asker, slot: int | None) -> None:
             os.kill(child, signal.SIGKILL)
     _, status = os.waitpid(child, 0)
     os._exit(max(0, os.waitstatus_to_exitcode(status)))
-
-
-def _init(staging: str, policy: Policy, *, uid: int | None) -> None:
-    """Pid 1 of the sandbox: finish its file system, drop every privilege, fork the
-    kernel (which returns) and reap until it exits."""
-    lockdown.die_with_parent()
-    mounts.enter_root(staging)
-    lockdown.drop_privileges(uid, uid)
-    lockdown.die_with_parent()  # a change of uid cleared it
-    if os.getppid() == 1:  # the keeper is already gone
-        os._exit(1)
-    os.closerange(3, 65536)
-    # The kernel talks over ZeroMQ; what it writes to its raw streams would fill
-    # the grader's log pipe: none of that leaves the sandbox.
-    null = os.open("/dev/null", os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-    kernel = os.fork()
-    lockdown.set_dumpable(kernel == 0)  # the kernel's /proc is its own; init's not
-    if kernel == 0:
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        lockdown.limit(
-            memory=policy.memory,
-            cpu_seconds=policy.cpu_seconds,
-            file_size=policy.file_size,
-            processes=policy.processes if uid is not None else None,
-        )
-        return
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, lambda s, _: _signal(kernel, s))
-    while True:
-        try:
-            pid, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            os._exit(1)
-        if pid == kernel:
-            os._exit(max(0, os.waitstatus_to_exitcode(status)))
-
-
-def _signal(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)
 
 
 def refusal(reason: str) -> str:

@@ -13,32 +13,28 @@ import tempfile
 from pathlib import Path
 
 from ..i18n import available, edition_root, say
-from . import (
-    ROOT,
-    cell_messages,
-    cell_scores,
-    make_course,
-    nbgrader,
-    notebook_path,
-    release,
-)
+from .cells import error_messages, is_test_id, notebook_path
+from .gradebook import cell_scores
+from .runs import ROOT, has_source, make_course, nbgrader, release
 
 
 def grade_one(
-    notebook: Path, assignment: str, course: Path = ROOT, lang: str = "en"
+    notebook: Path, *, assignment: str, course: Path = ROOT, lang: str = "en"
 ) -> tuple[dict, dict]:
     """Autograde ``notebook`` as ``assignment`` of the course in ``course``, in its
     edition ``lang``: ``(scores, messages)`` per cell."""
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
         root = make_course(Path(tmp), course, lang=lang)
         release([assignment], root)
-        dest = notebook_path(root, "submitted", assignment, "me")
+        dest = notebook_path(root, "submitted", assignment, student="me")
         dest.parent.mkdir(parents=True)
         shutil.copy(notebook, dest)
         # A sandbox where this machine allows one; else the student's own account.
         nbgrader("autograde", assignment, "--GuardedExecute.sandbox=auto", root=root)
         scores = cell_scores(root, assignment).get("me", {})
-        messages = cell_messages(notebook_path(root, "autograded", assignment, "me"))
+        messages = error_messages(
+            notebook_path(root, "autograded", assignment, student="me")
+        )
     return scores, messages
 
 
@@ -46,7 +42,7 @@ def report(scores: dict, messages: dict) -> str:
     """Points per test cell with its verdict, and the total."""
     lines, total, most = [], 0.0, 0.0
     for cell, (score, max_score) in scores.items():
-        if not cell.startswith("test_"):
+        if not is_test_id(cell):
             continue
         total, most = total + (score or 0), most + max_score
         mark = "✓" if score == max_score else "✗"
@@ -77,21 +73,23 @@ def run(
     the folder lacks falls back to English).
     """
     lang = available(course, lang)
-    source = edition_root(course, lang) / "source"
+    edition = edition_root(course, lang)
     if not notebook.exists():
         print(say("No notebook at {notebook}.", notebook=notebook))
         return 2
     assignment = assignment or notebook.stem
-    if not (source / assignment).is_dir():
+    if not has_source(edition, assignment):
         print(
             say(
                 "No assignment {assignment} in {folder} (see --root).",
                 assignment=assignment,
-                folder=source,
+                folder=edition / "source",
             )
         )
         return 2
-    scores, messages = grade_one(notebook, assignment, course, lang)
+    scores, messages = grade_one(
+        notebook, assignment=assignment, course=course, lang=lang
+    )
     print(report(scores, messages))
-    lost = any(s != m for c, (s, m) in scores.items() if c.startswith("test_"))
+    lost = any(s != m for c, (s, m) in scores.items() if is_test_id(c))
     return 1 if lost else 0

@@ -34,7 +34,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import contain, kernel_env, public_env, sandbox, zygote
+from . import contain, inside, sandbox, zygote
+from .environment import kernel_env, public_env
 
 SOCKET_ENV = "COURSE_WARM_SOCKET"
 MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space for each kernel
@@ -60,7 +61,9 @@ def proxy(argv: list[str]) -> None:
         env.pop(SOCKET_ENV)  # a kernel forks nothing from the zygote
     box = {k: v for k, v in os.environ.items() if k in contain.BOX_KEYS}
     request = {"argv": argv, "cwd": os.getcwd(), "env": env, "memory": memory}
-    zygote.ask(conn, "kernel", {**request, "box": box, "sandbox": policy}, [0, 1, 2])
+    zygote.ask(
+        conn, "kernel", {**request, "box": box, "sandbox": policy}, fds=[0, 1, 2]
+    )
     pid = int(conn.recv(32))
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _: _forward(pid, signum))
@@ -79,7 +82,9 @@ def _cold(argv: list[str], memory: str | None, policy: str | None) -> None:
         argv = sandbox.enter(
             sandbox.Policy.from_env(policy), argv=argv, cwd=os.getcwd()
         )
-        os.execve(sys.executable, python + argv, kernel_env(os.environ))
+        env = {**kernel_env(os.environ), inside.SEAL_ENV: os.environ[inside.SEAL_ENV]}
+        app = [sys.executable, "-m", "course.grading.kernelapp"]
+        os.execve(sys.executable, app + argv, env)
     if memory:
         resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
     os.execv(sys.executable, python + argv)
@@ -106,7 +111,7 @@ def nbgrader(
         request = {"argv": argv, "cwd": cwd, "env": env}
         with open(os.devnull, "rb") as null:
             try:
-                zygote.ask(conn, "nbgrader", request, [null.fileno(), write, write])
+                zygote.ask(conn, "nbgrader", request, fds=[null.fileno(), write, write])
             except OSError:  # the zygote is gone
                 return None
             finally:

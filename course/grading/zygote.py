@@ -29,12 +29,13 @@ import socket
 import sys
 import threading
 
-from . import contain, import_jsonschema_lean, sandbox
+from . import contain, sandbox
+from .runs import import_jsonschema_lean
 
 HEADER = 64  # bytes of a request's header, padded with spaces
 
 
-def ask(conn: socket.socket, kind: str, request: dict, fds: list[int]) -> None:
+def ask(conn: socket.socket, kind: str, request: dict, *, fds: list[int]) -> None:
     """Send a request (the asker's side): the header with ``fds``, then the line."""
     header = json.dumps({"kind": kind}).encode().ljust(HEADER)
     socket.send_fds(conn, [header], fds)
@@ -93,7 +94,9 @@ def _preload() -> None:
     sandbox.available()  # asked once here: every nbgrader forked knows the answer
 
 
-def _take_over(conn: socket.socket, request: dict, fds: list[int], last=None) -> None:
+def _take_over(
+    conn: socket.socket, request: dict, *, fds: list[int], last=None
+) -> None:
     """In the forked child: the asker's streams, cwd and env; exit when the asker
     goes (after calling ``last``, if given)."""
     _take_streams(request, fds)
@@ -125,7 +128,7 @@ def _become_nbgrader(conn: socket.socket, request: dict, fds: list[int]) -> None
         contain.close_all()
         os.killpg(0, signal.SIGKILL)
 
-    _take_over(conn, request, fds, last)
+    _take_over(conn, request, fds=fds, last=last)
     contain.join_task_box(request["env"])
     from nbgrader.apps.nbgraderapp import NbGraderApp
 
@@ -155,7 +158,7 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
         )
         conn.detach()  # closed in the sandbox: its number may be reused
     else:
-        _take_over(conn, request, fds)
+        _take_over(conn, request, fds=fds)
         contain.enter_box(request["env"])
     sys.path[0] = request["cwd"]
     if request.get("memory"):  # without a sandbox (its policy caps the memory)
@@ -168,12 +171,12 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
     random.seed()
     numpy.random.seed()
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from ipykernel.kernelapp import IPKernelApp
+    from .kernelapp import KernelApp
 
     argv = list(request["argv"])
     if os.environ.get("JPY_PARENT_PID"):  # read at import in a cold kernel
         argv.append(f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}")
-    IPKernelApp.launch_instance(argv=argv)
+    KernelApp.launch_instance(argv=argv)
     os._exit(0)
 
 

@@ -1,0 +1,66 @@
+"""Every setting of a grading run from nbgrader_config.py; a flag overrides it."""
+
+import pytest
+
+from course import grading
+from course.grading import settings
+
+CONFIG = """c = get_config()
+c.Execute.timeout = 300
+c.GuardedExecute.notebook_timeout = 1800.0
+c.GuardedExecute.sandbox = "on"
+c.DrawSeeds.enabled = True
+"""
+
+
+@pytest.mark.parametrize(
+    "flags,expected",
+    [
+        ({}, (300, 1800.0, "on", True)),
+        ({"cell_timeout": 10}, (10, 1800.0, "on", True)),
+        ({"notebook_timeout": 240}, (300, 240, "on", True)),
+        ({"sandbox": "off", "draw_seeds": False}, (300, 1800.0, "off", False)),
+    ],
+)
+def test_flags_override_the_config_only_when_given(tmp_path, flags, expected):
+    (tmp_path / "nbgrader_config.py").write_text(CONFIG)
+    got = settings.resolve(tmp_path, **flags)
+    assert (
+        got.cell_timeout,
+        got.notebook_timeout,
+        got.sandbox,
+        got.draw_seeds,
+    ) == expected
+    assert got.sandboxed == (expected[2] != "off")
+    assert f"--Execute.timeout={expected[0]}" in got.argv()
+
+
+def test_the_course_gives_a_cell_the_same_time_everywhere():
+    """`course grade`, `course check` and formgrader read one number."""
+    chosen = settings.resolve(grading.ROOT)
+    assert chosen.cell_timeout == settings.load(grading.ROOT).Execute.timeout
+    assert chosen.draw_seeds and chosen.sandbox == "on"
+    for edition in ("en", "zh"):
+        root = grading.ROOT / ("zh" if edition == "zh" else ".")
+        assert settings.resolve(root) == chosen, edition
+
+
+def test_a_config_without_a_setting_falls_back_to_the_trait(tmp_path):
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
+    got = settings.resolve(tmp_path, draw_seeds=True)
+    assert got.notebook_timeout == 0 and got.sandbox == "on"
+
+
+def test_a_chinese_class_keeps_its_course_id(monkeypatch, tmp_path):
+    """The hub's instructor config loads the edition's config and keeps its id."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    monkeypatch.setenv("COURSE_ROOT", str(grading.ROOT / "zh"))
+    monkeypatch.setenv("COURSE_LANG", "en")
+    hub = grading.ROOT / "hub" / "instructor"
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(hub)).load_config()
+    assert config.CourseDirectory.course_id == settings.COURSE_IDS["zh"]
+    student = grading.ROOT / "hub" / "student"
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(student)).load_config()
+    assert config.CourseDirectory.course_id == settings.COURSE_IDS["zh"]
