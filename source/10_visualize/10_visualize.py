@@ -248,7 +248,7 @@ special = [i for i, t in enumerate(half_tokens) if t in ("[CLS]", "[SEP]")]
 print(f"farthest: layer {layer}, head {head}, {distance[layer, head]:.0f} tokens")
 print(f"its attention on [CLS] and [SEP]: {far[:, special].sum(-1).mean():.0%}")
 for i in (T // 8, T // 2, T - 2):
-    print(half_tokens[i], "at", i, "looks at", top_attended(far, half_tokens, i, 5))
+    print(f"{half_tokens[i]} at {i} looks at", top_attended(far, half_tokens, i, 5))
 
 # %% [markdown]
 # An even spread would give the two [CLS]/[SEP] tokens under 1% of the weight.
