@@ -556,7 +556,7 @@ def test_the_long_post_is_cut_to_the_models_positions(course_model, course_post)
         "a newsgroup post of about 700 word pieces",
         "keeps the first tokens and still ends with `[SEP]`",
     )
-    says("10_visualize", "16 到 18", "700", "512", both=True)
+    says("10_visualize", "16", "18", "700", "512", both=True)
 
 
 def test_attention_memory_is_l_h_t_squared_and_an_even_spread_is_t_over_3(
@@ -592,3 +592,61 @@ def test_attention_memory_is_l_h_t_squared_and_an_even_spread_is_t_over_3(
         "An even spread would give the two [CLS]/[SEP] tokens under 1% of the weight.",
     )
     says("10_visualize", "T / 3", "1%", both=True)
+
+
+# 04: the small picture of split heads
+
+
+def test_head_0_holds_the_first_d_features_of_every_token_only_after_transpose():
+    x = torch.arange(12.0).view(1, 2, 6)
+    right, wrong = x.view(1, 2, 2, 3).transpose(1, 2), x.view(1, 2, 2, 3)
+    assert right[0, 0].tolist() == [[0, 1, 2], [6, 7, 8]]
+    assert wrong[0, 0].flatten().tolist() == x[0, 0].tolist()  # token 0's vector
+    says(
+        "04_split_heads",
+        "In the right version, head 0 holds `0 1 2` (token 0) and `6 7 8` (token 1)",
+        'In the wrong one "head 0" is token 0\'s whole vector.',
+    )
+
+
+# 05 §3: the two "bank" rows, softmax over the right and the wrong dim
+
+
+def _bank_rows(model) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer 0, head 0's weights of the sample text's two "bank" rows, softmax over
+    dim -1 and over dim 0 (05's demo, from the model's own projections)."""
+    from course import data
+
+    tokenizer = models.load_tokenizer(model.name_or_path)
+    enc = tokenizer(data.SAMPLE_TEXT, return_tensors="pt")
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    banks = [i for i, t in enumerate(tokens) if t == "bank"]
+    assert len(banks) == 2
+    self_attn = model.encoder.layer[0].attention.self
+    d = self_attn.attention_head_size
+    with torch.no_grad():
+        hidden = model(**enc, output_hidden_states=True).hidden_states[0][0]
+        q, k = (m(hidden)[:, :d] for m in (self_attn.query, self_attn.key))
+    scores = q @ k.T / math.sqrt(d)
+    return torch.softmax(scores, -1)[banks], torch.softmax(scores, 0)[banks]
+
+
+def test_over_dim_0_the_bank_rows_no_longer_sum_to_1(course_model, request):
+    """On trained weights. The bert-base-sized model's are random (std 0.02): its
+    scores are all near 0, its weights near uniform, and a near-uniform (T, T)
+    matrix sums to about 1 along either dim, so there only the rows are checked."""
+    right, wrong = _bank_rows(course_model)
+    assert torch.allclose(right.sum(-1), torch.ones(2))
+    if _which(request) == "embedded":
+        assert bool(((wrong.sum(-1) - 1).abs() > 0.05).all())  # 0.92 and 0.91
+    says("05_softmax_and_scaling", 'the row of "bank" no longer sums to 1')
+
+
+def test_in_layer_0_head_0_the_two_banks_look_alike(embedded_model):
+    """A claim about the trained weights: the embedded model's alone."""
+    right, _ = _bank_rows(embedded_model)
+    assert (right[0] - right[1]).abs().max() < 0.02
+    says(
+        "05_softmax_and_scaling",
+        'in layer 0, head 0 the two rows of "bank" are still nearly the same',
+    )
