@@ -26,12 +26,28 @@ SEEDS = (7, 8, 11, 4242, 31_337, 123_456, 987_654)
 # head, keys in one block, no padding, D = 2) turned up about once in 100-1000
 # seeds before each check made sure its first case shows the mistake.
 SWEEP = SEEDS + tuple(range(200))
-# Checks that cost over about 0.1 s a seed (models built or loaded per seed, many
-# samples): correct answers get SEEDS here, 1000 seeds in bench/seed_fairness.py.
+# Checks that build or run a model, a figure or 20000 samples per case (about 0.03
+# to 1 s a seed and form): correct forms get SEEDS here, and up to 1000 seeds in
+# bench/seed_fairness.py; the other checks' SWEEP adds about a minute.
 COSTLY = {
+    "count_parameters_random",
+    "query_linear_random",
     "with_max_positions_random",
-    "encode_random",
+    "output_shapes_random",
+    "pooler_random",
+    "neuron_view_keys_random",
     "dot_product_std_random",
+    "head_attention_random",
+    "multi_head_attention_random",
+    "embeddings_forward_random",
+    "attention_block_random",
+    "feed_forward_random",
+    "bert_layer_random",
+    "bert_encoder_random",
+    "permutation_check_random",
+    "heatmap_random",
+    "key_mask_random",
+    "fixed_split_heads_random",
 }
 
 
