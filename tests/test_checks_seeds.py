@@ -28,7 +28,7 @@ SEEDS = (7, 8, 11, 4242, 31_337, 123_456, 987_654)
 SWEEP = SEEDS + tuple(range(200))
 # Checks that build or run a model, a figure or 20000 samples per case (about 0.03
 # to 1 s a seed and form): correct forms get SEEDS here, and up to 1000 seeds in
-# bench/seed_fairness.py; the other checks' SWEEP adds about a minute.
+# bench/seed_fairness.py; the other checks' SWEEP adds about 2 min on 2 cores.
 COSTLY = {
     "count_parameters_random",
     "query_linear_random",
@@ -45,6 +45,8 @@ COSTLY = {
     "bert_layer_random",
     "bert_encoder_random",
     "permutation_check_random",
+    "mhsa_random",
+    "block_random",
     "heatmap_random",
     "key_mask_random",
     "fixed_split_heads_random",
