@@ -5,12 +5,14 @@ c = get_config()  # noqa: F821 - provided by nbgrader
 c.CourseDirectory.course_id = "attention-by-hand"
 c.CourseDirectory.root = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
 # The percent files next to each notebook hold the solutions: never release them.
+# The hints reach students built into the course package (course/data/hints.json).
 c.CourseDirectory.ignore = [
     ".ipynb_checkpoints",
     "*.pyc",
     "__pycache__",
     "feedback",
     "*.py",
+    "hints.toml",
 ]
 
 # A cell may load a model, train a tiny model twice or run several randomized checks,

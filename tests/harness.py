@@ -4,6 +4,10 @@ A fixture module ``tests/fixtures/a<NN>.py`` (for assignment ``<NN>_...``) defin
 
 * ``ALTERNATIVES``: ``{answer_cell_id: code}``, correct answers written another way;
   one submission holds all of them and must earn full marks;
+* ``FORMS`` (optional): ``{answer_cell_id: [code, ...]}``, more correct answers in
+  unusual forms (float64, einsum, hand-written library calls, other reduction
+  orders), each checked on its own on many seeds (``tests/test_checks_seeds.py``,
+  ``bench/seed_fairness.py``);
 * ``MUTANTS``: a list of :class:`Mutant`, each one wrong answer with the test cells it
   must lose and a piece of the message each must show. Mutants of different cells
   are graded together, round by round, in one submission per round;
@@ -83,6 +87,89 @@ def _signature(args: ast.arguments) -> tuple[str, str]:
     call += [f"{a.arg}={a.arg}" for a in args.kwonlyargs]
     call += [f"**{args.kwarg.arg}"] if args.kwarg else []
     return params, ", ".join(call)
+
+
+#: Checks that train a model twice per seed: the notebook tests cover them.
+SLOW = ("train_",)
+
+
+def hidden_calls(
+    assignment: str, *, slow: bool = False
+) -> list[tuple[str, object, str, dict]]:
+    """``(test cell id, check function, student name, kwargs)`` of hidden tests
+    (without the :data:`SLOW` ones unless ``slow``)."""
+    import nbformat
+
+    from course.grading.judge import check_modules
+
+    path = grading.notebook_path(grading.ROOT, "source", assignment)
+    nb = nbformat.reads(path.read_text(), as_version=4)
+    modules = check_modules(nb)
+    out = []
+    for cell in nb.cells:
+        grade_id = cells.grade_id(cell)
+        if not (cells.is_test(cell) and cells.has_hidden_tests(cell.source)):
+            continue
+        for stmt in ast.parse(cell.source).body:
+            call = getattr(stmt, "value", None)
+            if not isinstance(call, ast.Call):
+                continue
+            fn = getattr(modules[call.func.value.id], call.func.attr)
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+            if slow or not fn.__name__.startswith(SLOW):
+                out.append((grade_id, fn, call.args[0].id, kwargs))
+    return out
+
+
+def answer_namespace(assignment: str, answers: dict[str, str]) -> dict:
+    """The reference answers, with ``answers`` in their place, run in one namespace
+    (answers that need the notebook's variables are left out)."""
+    import math
+
+    import matplotlib.pyplot as plt
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    ns = {"torch": torch, "F": F, "nn": nn, "math": math, "plt": plt}
+    code = {**reference_answers(grading.ROOT, assignment), **answers}
+    for name, source in code.items():
+        try:
+            exec(compile(source, name, "exec"), ns)
+        except Exception:  # noqa: BLE001 - cells that need the notebook's variables
+            pass
+    return ns
+
+
+def verdict(fn, value, kwargs: dict, seed: int) -> str:
+    """A hidden check's message on ``seed`` ("" when it passes)."""
+    from course.checks import CheckFailed
+
+    try:
+        fn(value, **{**kwargs, "seed": seed})
+    except CheckFailed as err:
+        return str(err)
+    return ""
+
+
+def correct_forms(assignment: str) -> list[tuple[str, dict[str, str], str | None]]:
+    """``(label, answers, cell)``: every correct way of the fixtures to answer, each
+    to run with the reference answers around it, and the one answer cell whose
+    checks it is for (None: all of them). The reference, the alternatives together,
+    each alternative in a helper and in a class, and each of ``FORMS`` on its own."""
+    fixtures = fixture_module(assignment)
+    forms = [Mutant(cell, cell, code) for cell, code in fixtures.ALTERNATIVES.items()]
+    forms = [f for m in forms for f in other_forms(m)]
+    forms += [
+        Mutant(cell, f"{cell}, form {k}", code)
+        for cell, codes in getattr(fixtures, "FORMS", {}).items()
+        for k, code in enumerate(codes, 1)
+    ]
+    return [
+        ("reference", {}, None),
+        ("alternatives", dict(fixtures.ALTERNATIVES), None),
+        *((f.name, {f.cell: f.code}, f.cell) for f in forms),
+    ]
 
 
 def fixture_module(assignment: str):

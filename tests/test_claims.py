@@ -50,9 +50,23 @@ def says(assignment: str, *fragments: str, both: bool = False) -> None:
             assert fragment in text, (assignment, lang, fragment)
 
 
+# A claim about a result holds on the embedded model and on a bert-base-sized one
+# (12 layers, 12 heads, 768: what COURSE_MODEL may point at; random weights, so
+# only claims about shapes, sizes and what the code does are checked on it).
+MODELS = ("embedded", "bert-base-sized")
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def course_model(request):
+    if request.param == "embedded":
+        return models.load_model(str(models.default_model_path()))
+    return models.load_model(str(request.getfixturevalue("bert_base_sized")))
+
+
 @pytest.fixture(scope="module")
-def course_model():
-    return models.load()[0]
+def embedded_model():
+    """The MiniLM that ships with the course, for what the prose says of it alone."""
+    return models.load_model(str(models.default_model_path()))
 
 
 # 11 §1: -1e9 in float16
@@ -155,8 +169,10 @@ def test_position_ids_is_one_row_of_columns(course_model):
 # 02 §3: the sentence vector of the course model
 
 
-def test_the_course_models_sentence_vector_is_the_mean_of_tokens(course_model):
-    pooling = Path(course_model.name_or_path) / "1_Pooling" / "config.json"
+def test_the_course_models_sentence_vector_is_the_mean_of_tokens(embedded_model):
+    """The prose names the model: "The course model is a sentence-transformers
+    MiniLM" (a bert-base checkpoint has no 1_Pooling folder)."""
+    pooling = Path(embedded_model.name_or_path) / "1_Pooling" / "config.json"
     config = json.loads(pooling.read_text())
     assert config["pooling_mode_mean_tokens"] is True
     assert config["pooling_mode_cls_token"] is False
@@ -371,3 +387,266 @@ def test_a_running_max_left_at_minus_inf_gives_nan_and_the_check_says_so():
         "Subtract 0 instead of $m'$ where $m' = -\\infty$",
     )
     says("11_debugging", "$e^{-\\infty - (-\\infty)}$", both=True)
+
+
+# The sizes the prose gives: the embedded MiniLM, and bert-base (whose shapes
+# transformers' BertConfig() defaults hold)
+
+SIZES = {  # L, H, D, d = D / H, intermediate size, positions
+    "embedded": (6, 12, 384, 32, 1536, 512),
+    "bert-base-sized": (12, 12, 768, 64, 3072, 512),
+}
+
+
+def _which(request) -> str:
+    return request.node.callspec.params["course_model"]
+
+
+def test_the_sizes_the_notebooks_give_are_the_models(course_model, request):
+    c = course_model.config
+    head_size = c.hidden_size // c.num_attention_heads
+    got = (c.num_hidden_layers, c.num_attention_heads, c.hidden_size, head_size)
+    got += (c.intermediate_size, c.max_position_embeddings)
+    assert got == SIZES[_which(request)]
+    says(
+        "01_config",
+        "(MiniLM: 6 layers, 12 heads, hidden size 384)",
+        "bert-base-uncased, has 12 layers, 12 heads and hidden size 768",
+        "(512 for bert-base)",
+    )
+    says(
+        "02_outputs",
+        "With the course model D = 384, H = 12, L = 6; with bert-base-uncased "
+        "D = 768, H = 12, L = 12.",
+    )
+    says(
+        "06_manual_attention",
+        "With the course model D = 384, H = 12, d = 32; bert-base has 768, 12, 64.",
+    )
+    says("07_full_layer", "intermediate size (1536 here, 3072 in bert-base)")
+    says("10_visualize", "`max_position_embeddings` of them (512)")
+    for assignment, numbers in {
+        "01_config": ("384", "768", "512"),
+        "02_outputs": ("D = 384", "D = 768"),
+        "06_manual_attention": ("D = 384", "d = 32", "768", "64"),
+        "07_full_layer": ("1536", "3072"),
+    }.items():
+        says(assignment, *numbers, both=True)
+
+
+# 02 §2: the table of outputs
+
+
+def test_the_output_table_holds_on_the_model(course_model):
+    c = course_model.config
+    L, H, D, B, T = c.num_hidden_layers, c.num_attention_heads, c.hidden_size, 2, 5
+    mask = torch.tensor([[1] * T, [1] * 3 + [0] * 2])
+    with torch.no_grad():
+        out = course_model(
+            torch.full((B, T), 1000),
+            attention_mask=mask,
+            output_hidden_states=True,
+            output_attentions=True,
+        )
+    assert out.last_hidden_state.shape == (B, T, D)
+    assert out.pooler_output.shape == (B, D)
+    assert len(out.hidden_states) == L + 1
+    assert all(h.shape == (B, T, D) for h in out.hidden_states)
+    assert len(out.attentions) == L
+    assert all(a.shape == (B, H, T, T) for a in out.attentions)
+    says(
+        "02_outputs",
+        "| `last_hidden_state` | (B, T, D) |",
+        "| `pooler_output` | (B, D) |",
+        "| `hidden_states` | L + 1 entries of (B, T, D) |",
+        "| `attentions` | L entries of (B, H, T, T) |",
+    )
+
+
+# 05 §1 and §4: overflow, and what the scale does to one row of scores
+
+
+def test_exp_overflows_float32_at_89_and_the_naive_softmax_gives_nan():
+    assert torch.isfinite(torch.exp(torch.tensor(88.0)))
+    assert torch.isinf(torch.exp(torch.tensor(89.0)))
+    few_hundred = torch.tensor([300.0, 299.0, 0.0])
+    assert few_hundred.exp().div(few_hundred.exp().sum()).isnan().any()
+    says(
+        "05_softmax_and_scaling",
+        "$e^{89}$ is already `inf`, and `inf / inf` is NaN — scores of a few hundred "
+        "are enough to break the naive formula",
+    )
+    says("05_softmax_and_scaling", "$e^{89}$", both=True)
+
+
+def test_unscaled_scores_are_one_hot_and_scores_over_d_k_uniform():
+    """05's demo: one row of 8 scores with d_k = 64, three scalings."""
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 20000, 64, generator=gen)
+    assert abs((q * k).sum(-1).std().item() - 8) < 0.3  # "±8 and more"
+    gen = torch.Generator().manual_seed(0)
+    dots = (torch.randn(8, 64, generator=gen) * torch.randn(8, 64, generator=gen)).sum(
+        -1
+    )
+    one_hot, scaled, over_d = (torch.softmax(dots / s, -1) for s in (1, 8, 64))
+    assert one_hot.max() > 0.99  # nearly one-hot
+    assert over_d.max() - over_d.min() < 0.05  # nearly uniform (1/8 = 0.125 each)
+    assert 0.2 < scaled.max() < 0.9 and scaled.min() > 0.01  # neither
+    says(
+        "05_softmax_and_scaling",
+        "With d = 64 typical scores are ±8 and more; the softmax of such scores is "
+        "nearly one-hot",
+        "the softmax of near-equal scores is nearly uniform",
+    )
+
+
+# 09 §4: one layer's attention at batch 8, 12 heads, T = 512
+
+
+def test_one_layers_attention_at_batch_8_and_512_tokens_is_about_100_mb(
+    course_model,
+):
+    from transformers import BertModel
+
+    c = course_model.config
+    H, T = c.num_attention_heads, c.max_position_embeddings
+    assert (H, T) == (12, 512)  # both models: the prose's example is each of them
+    one_layer = BertModel.from_pretrained(
+        course_model.name_or_path, num_hidden_layers=1, attn_implementation="eager"
+    ).eval()
+    with torch.no_grad():
+        probs = one_layer(torch.full((1, T), 1000), output_attentions=True).attentions
+    per_example = probs[0].numel() * probs[0].element_size()
+    assert 8 * per_example == 8 * 12 * 512**2 * 4
+    assert round(8 * per_example / 1e6, -1) == 100  # 100.7 MB
+    says("09_build_a_transformer", "8·12·512²·4 bytes ≈ 100 MB — per layer")
+    says("09_build_a_transformer", "8·12·512²·4", both=True)
+
+
+# 10 §5: a long text
+
+
+@pytest.fixture
+def course_post(monkeypatch):
+    """``data.long_text()`` as it is offline: the course's own post."""
+    from course import data
+
+    def no_corpus():
+        raise OSError("offline")
+
+    monkeypatch.setattr(data, "_newsgroups_posts", no_corpus)
+    return data.long_text()
+
+
+def test_the_long_post_is_cut_to_the_models_positions(course_model, course_post):
+    from course import data
+
+    tokenizer = models.load_tokenizer(course_model.name_or_path)
+    shown = [(data.SAMPLE_TEXT,), data.SENTENCE_PAIR]  # 10's texts before §5
+    assert [len(tokenizer(*texts)["input_ids"]) for texts in shown] == [16, 18]
+    pieces = len(tokenizer(course_post)["input_ids"])
+    assert 650 <= pieces <= 750  # "about 700"
+    max_len = course_model.config.max_position_embeddings
+    assert pieces > max_len
+    kept = tokenizer(course_post, truncation=True, max_length=max_len)["input_ids"]
+    assert len(kept) == max_len and kept[-1] == tokenizer.sep_token_id
+    says(
+        "10_visualize",
+        "The texts so far had 16 to 18 tokens",
+        "a newsgroup post of about 700 word pieces",
+        "keeps the first tokens and still ends with `[SEP]`",
+    )
+    says("10_visualize", "16", "18", "700", "512", both=True)
+
+
+def test_attention_memory_is_l_h_t_squared_and_an_even_spread_is_t_over_3(
+    course_model, course_post
+):
+    tokenizer = models.load_tokenizer(course_model.name_or_path)
+    max_len = course_model.config.max_position_embeddings
+    enc = tokenizer(
+        course_post, truncation=True, max_length=max_len // 2, return_tensors="pt"
+    )
+    with torch.no_grad():
+        attentions = course_model(**enc, output_attentions=True).attentions
+    c, T = course_model.config, enc["input_ids"].shape[1]
+    measured = sum(a.numel() * a.element_size() for a in attentions)
+    L, H = c.num_hidden_layers, c.num_attention_heads
+    assert measured == L * H * T * T * 4  # float32
+    positions = torch.arange(T)
+    gap = (positions[:, None] - positions[None, :]).abs().double()
+    even = torch.full((T, T), 1 / T, dtype=torch.float64)
+    assert abs((even * gap).sum(-1).mean() / (T / 3) - 1) < 0.01
+    previous = torch.eye(T, dtype=torch.float64).roll(-1, dims=1)
+    previous[0] = torch.eye(T)[0]  # the first token has no previous one
+    assert abs((previous * gap).sum(-1).mean() - 1) < 0.01
+    special = (enc["input_ids"][0] == tokenizer.cls_token_id) | (
+        enc["input_ids"][0] == tokenizer.sep_token_id
+    )
+    assert int(special.sum()) == 2 and 2 / T < 0.01  # an even spread's share
+    says(
+        "10_visualize",
+        "L · H · T² numbers, so doubling T makes that memory four times larger",
+        "A previous-token head scores about 1; a head that spreads evenly over the "
+        "whole text scores about T / 3.",
+        "An even spread would give the two [CLS]/[SEP] tokens under 1% of the weight.",
+    )
+    says("10_visualize", "T / 3", "1%", both=True)
+
+
+# 04: the small picture of split heads
+
+
+def test_head_0_holds_the_first_d_features_of_every_token_only_after_transpose():
+    x = torch.arange(12.0).view(1, 2, 6)
+    right, wrong = x.view(1, 2, 2, 3).transpose(1, 2), x.view(1, 2, 2, 3)
+    assert right[0, 0].tolist() == [[0, 1, 2], [6, 7, 8]]
+    assert wrong[0, 0].flatten().tolist() == x[0, 0].tolist()  # token 0's vector
+    says(
+        "04_split_heads",
+        "In the right version, head 0 holds `0 1 2` (token 0) and `6 7 8` (token 1)",
+        'In the wrong one "head 0" is token 0\'s whole vector.',
+    )
+
+
+# 05 §3: the two "bank" rows, softmax over the right and the wrong dim
+
+
+def _bank_rows(model) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer 0, head 0's weights of the sample text's two "bank" rows, softmax over
+    dim -1 and over dim 0 (05's demo, from the model's own projections)."""
+    from course import data
+
+    tokenizer = models.load_tokenizer(model.name_or_path)
+    enc = tokenizer(data.SAMPLE_TEXT, return_tensors="pt")
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    banks = [i for i, t in enumerate(tokens) if t == "bank"]
+    assert len(banks) == 2
+    self_attn = model.encoder.layer[0].attention.self
+    d = self_attn.attention_head_size
+    with torch.no_grad():
+        hidden = model(**enc, output_hidden_states=True).hidden_states[0][0]
+        q, k = (m(hidden)[:, :d] for m in (self_attn.query, self_attn.key))
+    scores = q @ k.T / math.sqrt(d)
+    return torch.softmax(scores, -1)[banks], torch.softmax(scores, 0)[banks]
+
+
+def test_over_dim_0_the_bank_rows_no_longer_sum_to_1(course_model, request):
+    """On trained weights. The bert-base-sized model's are random (std 0.02): its
+    scores are all near 0, its weights near uniform, and a near-uniform (T, T)
+    matrix sums to about 1 along either dim, so there only the rows are checked."""
+    right, wrong = _bank_rows(course_model)
+    assert torch.allclose(right.sum(-1), torch.ones(2))
+    if _which(request) == "embedded":
+        assert bool(((wrong.sum(-1) - 1).abs() > 0.05).all())  # 0.92 and 0.91
+    says("05_softmax_and_scaling", 'the row of "bank" no longer sums to 1')
+
+
+def test_in_layer_0_head_0_the_two_banks_look_alike(embedded_model):
+    """A claim about the trained weights: the embedded model's alone."""
+    right, _ = _bank_rows(embedded_model)
+    assert (right[0] - right[1]).abs().max() < 0.02
+    says(
+        "05_softmax_and_scaling",
+        'in layer 0, head 0 the two rows of "bank" are still nearly the same',
+    )

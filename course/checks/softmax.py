@@ -67,8 +67,14 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
         f"softmax(x, dim={dim})",
         diagnose=diagnose,
         what="torch.softmax",
-        atol=1e-5,
+        atol=_softmax_atol(x),
     )
+
+
+def _softmax_atol(x: torch.Tensor) -> float:
+    """1e-5, or what a correct formula loses rounding numbers as large as the
+    scores (``exp(x - logsumexp(x))`` in float32 on scores of 3e4: up to 2e-3)."""
+    return max(1e-5, 2 * torch.finfo(x.dtype).eps * float(x.abs().max()))
 
 
 def softmax_rows(fn) -> None:

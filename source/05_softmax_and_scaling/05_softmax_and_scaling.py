@@ -185,8 +185,9 @@ check.attention_weights_random(attention_weights, seed=503)
 # **Model answer.** One row of the scores is one query against every key. The
 # softmax over the last dim makes each row a distribution over the keys (it sums to
 # 1): the row of "bank" says how much of each token's value goes into the new
-# vector of "bank" (the river bank takes from "river", the other from "money"), a
-# weighted average. Over dim 0 each *key's column* is normalised across queries: the
+# vector of "bank", a weighted average (in layer 0, head 0 the two rows of "bank"
+# are still nearly the same: this early the two meanings are not told apart yet).
+# Over dim 0 each *key's column* is normalised across queries: the
 # numbers say how one key is shared among the queries, the row of "bank" no longer
 # sums to 1 (the printed row sums), and its output is no average of values.
 #

@@ -182,7 +182,7 @@ viz.neuron_view(data.SAMPLE_TEXT, layer=0, head=0)
 # %% [markdown]
 # ## 5. A long text: truncation, T², and heads that look far
 #
-# The sentences so far had 16 tokens. Real inputs are longer. `data.long_text()`
+# The texts so far had 16 to 18 tokens. Real inputs are longer. `data.long_text()`
 # is a newsgroup post of about 700 word pieces: a real 20 newsgroups post when
 # scikit-learn has that corpus cached, otherwise the course's own post in its
 # style (the corpus is a download, and the course runs offline).
