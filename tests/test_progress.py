@@ -103,7 +103,7 @@ def test_course_check_records_verdicts_and_suggests_a_hint(work, monkeypatch, ca
     notebook.write_text("{}")
     scores = {"test_softmax_rows": (0, 1), "test_attention_scores_shape": (1, 1)}
     messages = {"test_softmax_rows": WRONG_DIM}
-    monkeypatch.setattr(selfcheck, "grade_one", lambda *a: (scores, messages))
+    monkeypatch.setattr(selfcheck, "grade_one", lambda *a, **k: (scores, messages))
     assert cli.main(["check", str(notebook), f"--root={grading.ROOT}"]) == 1
     out = capsys.readouterr().out
     stuck = [line for line in out.splitlines() if line.startswith("Stuck")]
