@@ -186,6 +186,26 @@ def reference_answers(root: Path, assignment: str) -> dict[str, str]:
     return out
 
 
+def definitions(root: Path, assignment: str, answers: dict[str, str]) -> dict:
+    """The namespace a notebook's definitions build: its imports, the code it gives
+    (cells that only import and define) and its answer cells, ``answers`` replacing
+    the reference's. Demos and test cells are left out."""
+    nb = json.loads(grading.notebook_path(root, "source", assignment).read_text())
+    code = {**reference_answers(root, assignment), **answers}
+    ns: dict = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        source = code.get(grade_id, "".join(cell["source"]))
+        defines = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
+        if grade_id in code or all(
+            isinstance(s, defines) for s in ast.parse(source).body
+        ):
+            exec(compile(source, grade_id or "<given>", "exec"), ns)
+    return ns
+
+
 def printed(root: Path, assignment: str, student: str) -> str:
     """Everything a student's autograded notebook printed (stream outputs)."""
     path = grading.notebook_path(root, "autograded", assignment, student=student)

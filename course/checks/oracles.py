@@ -23,7 +23,7 @@ import random
 import torch
 import torch.nn.functional as F
 
-from .. import data, models
+from .. import data
 from ..i18n import N_
 from . import call, forbid, random_batch, random_tiny_bert
 
@@ -115,6 +115,8 @@ def course_case(padded: bool = False, text: str = data.SAMPLE_TEXT) -> Case:
 
 @functools.lru_cache(maxsize=8)
 def _course_case(padded: bool, text: str) -> Case:
+    from .. import models  # transformers takes seconds to import; 09 never needs it
+
     tok = models.load_tokenizer()
     texts = [text, "A short one."] if padded else [text]
     enc = tok(texts, padding=True, return_tensors="pt")
@@ -139,6 +141,8 @@ def random_cases(seed: int, n: int = 3, heads=(1, 2, 3, 4)):
 def _oracle_neuron_view():
     """bertviz's neuron-view model of :func:`course.models.oracle_model`, built once
     (bertviz initialises every module before it gets the weights: 0.1 s a build)."""
+    from .. import models
+
     return models.neuron_view_model(models.oracle_model())[0]
 
 
@@ -151,6 +155,8 @@ def sample_qk(layer: int = 0, text: str = data.SAMPLE_TEXT):
 
 @functools.lru_cache(maxsize=8)
 def _sample_qk(layer: int, text: str):
+    from .. import models
+
     nv_model = _oracle_neuron_view()
     enc = models.load_tokenizer()(text, return_tensors="pt")
     with torch.no_grad():

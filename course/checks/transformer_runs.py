@@ -40,6 +40,11 @@ def _held_out_accuracy(model, seed: int) -> float:
     return float((logits.argmax(-1) == targets)[keep].float().mean())
 
 
+# Held-out accuracy the trained model must reach with positions and stay under
+# without. Correct answers built in other orders land at 0.927 or more with
+# positions, 0.27 or less without (bench/training_margin.py).
+WITH_POSITIONS, WITHOUT_POSITIONS = 0.85, 0.5
+
 _runs: dict = {}  # outcomes of train_tiny_transformer, reused by later tests
 
 
@@ -77,7 +82,7 @@ def train_both(fn, seed: int = 0) -> dict:
 
 
 def train_with_positions(fn) -> None:
-    """With positions the model echoes the token ECHO_LAG back (held-out, >= 90%)."""
+    """With positions the model echoes the token ECHO_LAG back (held-out, >= 85%)."""
     model, history = _train(fn, 0, True)
     if any(math.isnan(x) for x in history["loss"]):
         fail(
@@ -86,12 +91,12 @@ def train_with_positions(fn) -> None:
             "softmax of a row of -inf is NaN; True must mean may attend."
         )
     acc = _held_out_accuracy(model, 0)
-    if acc < 0.9:
+    if acc < WITH_POSITIONS:
         fail(
             "With positions the held-out accuracy is {acc:.2f}; it "
-            "should reach 0.90. Check that the positions are added, the "
+            "should reach 0.85. Check that the positions are added, the "
             "mask is causal (True on and below the diagonal), and the "
-            "run is the one asked for (Adam, lr 5e-3, 60 steps).",
+            "run is the one asked for (Adam, lr 5e-3, 100 steps of 32).",
             acc=acc,
         )
 
@@ -100,7 +105,7 @@ def train_without_positions(fn) -> None:
     """Without positions it cannot (held-out accuracy <= 50%)."""
     model, _ = _train(fn, 0, False)
     acc = _held_out_accuracy(model, 1)
-    if acc > 0.5:
+    if acc > WITHOUT_POSITIONS:
         fail(
             "Without positions the held-out accuracy is {acc:.2f}; a "
             "model that cannot see order should stay far below 0.9. Are "

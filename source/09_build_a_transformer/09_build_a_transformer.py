@@ -177,11 +177,11 @@ check.block_random(EncoderBlock, seed=902)
 #
 # * build `TinyTransformer(ECHO_VOCAB, ECHO_LEN, d_model=64, num_heads=4,
 #   use_positions=use_positions)` and train it with Adam, learning rate 5e-3, for
-#   60 steps, each on a fresh batch of 64 from `echo_task(64, generator)`;
+#   100 steps, each on a fresh batch of 32 from `echo_task(32, generator)`;
 # * `history` is a dict with at least `"loss"`: the training loss per step;
 # * the same seed gives the same run (seed torch and your generator from it); it
 #   takes a few seconds on a CPU;
-# * with positions, held-out accuracy reaches 90%; without, it stays far below
+# * with positions, held-out accuracy reaches 85%; without, it stays far below
 #   (the tests check at most 50%; without positions it stays near 25%).
 
 
@@ -205,7 +205,7 @@ class TinyTransformer(nn.Module):
         self.embed = nn.Embedding(vocab_size, d_model)
         self.register_buffer("positions", sinusoids(seq_len, d_model))
         self.blocks = nn.ModuleList(
-            EncoderBlock(d_model, num_heads, 4 * d_model, True) for _ in range(2)
+            EncoderBlock(d_model, num_heads, 2 * d_model, True) for _ in range(2)
         )
         self.head = nn.Linear(d_model, vocab_size)
 
@@ -230,8 +230,8 @@ def train_tiny_transformer(seed, use_positions=True):
     opt = torch.optim.Adam(model.parameters(), lr=5e-3)
     val_x, val_y = echo_task(256, torch.Generator().manual_seed(seed + 1))
     history = {"loss": [], "val_accuracy": []}
-    for step in range(60):
-        x, y = echo_task(64, gen)
+    for step in range(100):
+        x, y = echo_task(32, gen)
         logits = model(x)  # (B, T, vocab)
         loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)
         opt.zero_grad()
@@ -263,7 +263,7 @@ axes[1].legend()
 plt.show()
 
 # %% test="test_train_tiny_transformer_positions" points=2
-"""With positions the model echoes the token 3 steps back on held-out data (>= 90%)."""
+"""With positions the model echoes the token 3 steps back on held-out data (>= 85%)."""
 check.train_with_positions(train_tiny_transformer)
 
 # %% test="test_train_tiny_transformer_no_positions" points=1
