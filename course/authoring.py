@@ -144,11 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         lang: catalog.translations(catalog.read_catalog(i18n.catalog_path(lang)))
         for lang in i18n.LOCALES
     }
-    stale = _write(
-        args.root / "course" / "data" / "hints.json",
-        hintbook.text(hints),
-        check=args.check,
-    )
+    stale = []
+    if args.root.resolve() == ROOT:  # a copy of the course (an instructor's) has no
+        # package of its own: the hints the kernels read are the installed course's
+        stale += _write(hintbook.DATA, hintbook.text(hints), check=args.check)
     for py in sources(args.root):
         for target, nb in editions(py, args.root, tables).items():
             stale += _write(target, notebook_text(nb), check=args.check)

@@ -368,7 +368,7 @@ def test_a_running_max_left_at_minus_inf_gives_nan_and_the_check_says_so():
     guarded = torch.exp(m - torch.where(m.isinf(), 0.0, m))
     assert guarded == 0
     gen = torch.Generator().manual_seed(5)
-    mask = chunked._mask(gen, (2,), 5, 12, chunk=2)
+    mask = chunked._mask(gen, (2,), Tq=5, Tk=12, chunk=2)
     assert not mask[..., 0, :2].any() and mask.any(-1).all()
 
     mutant = next(

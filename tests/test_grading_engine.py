@@ -341,3 +341,21 @@ def test_jsonschema_is_imported_without_the_uri_grammar():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )
     assert proc.stdout.split() == ["False", "True"], proc.stderr
+
+
+def test_a_failed_task_says_why_in_one_line():
+    """The exception at the end of nbgrader's traceback, not its "see above"."""
+    from course.grading.engine import _last_error
+
+    log = (
+        "[AutogradeApp | INFO] Autograding x\nTraceback (most recent call last):\n"
+        '  File "judge.py", line 3, in <module>\n'
+        "ImportError: cannot import name 'X' from 'course.data'\n"
+        "[AutogradeApp | ERROR] There was an error processing assignment: x\n"
+        "[AutogradeApp | ERROR] Please see the the above traceback for details.\n"
+    )
+    assert _last_error(log) == "ImportError: cannot import name 'X' from 'course.data'"
+    assert _last_error("[AutogradeApp | ERROR] No notebooks matched x") == (
+        "[AutogradeApp | ERROR] No notebooks matched x"
+    )
+    assert _last_error("[AutogradeApp | ERROR] Please see the above traceback") == ""

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 import torch
 
-from course import authoring, hintbook, hints, i18n, progress
+from course import authoring, grading, hintbook, hints, i18n, progress
 from course import catalog as catalogs
 from course.checks import CheckFailed
 from course.checks import softmax as softmax_checks
@@ -173,3 +173,11 @@ def test_a_notebook_check_module_offers_hint():
     assert softmax_checks.hint is hints.hint
     nb = nbformat.read(authoring.ROOT / "source" / A / f"{A}.ipynb", as_version=4)
     assert any("as check" in c.source for c in nb.cells)
+
+
+def test_a_copy_of_the_course_gets_no_package_data(tmp_path):
+    """Building an instructor's copy of the course writes its notebooks only: a
+    ``course/`` folder there would shadow the installed package for nbgrader."""
+    root = grading.make_course(tmp_path / "course")
+    assert authoring.main(["--root", str(root)]) == 0
+    assert (root / "source").is_dir() and not (root / "course").exists()

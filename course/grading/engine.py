@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -154,10 +155,22 @@ def grade_submission(job: Job) -> Outcome:
         )
 
 
+#: A traceback's last line: the exception and its message.
+EXCEPTION = re.compile(r"^\s*[A-Za-z_][\w.]*(Error|Exception|Exit)\b[^:]*: \S")
+#: nbgrader's lines that only point at the traceback above them.
+POINTERS = ("Please see the", "There was an error processing")
+
+
 def _last_error(log: str) -> str:
-    """nbgrader's last line logged at error level (its exit code if none)."""
-    lines = [ln for ln in log.splitlines() if "ERROR" in ln or "Error" in ln]
-    return lines[-1].strip()[:200] if lines else ""
+    """Why nbgrader failed, in one line: the last exception of its log, else its
+    last error line that says more than "see above" (empty if none)."""
+    lines = log.splitlines()
+    found = [ln for ln in lines if EXCEPTION.match(ln)] or [
+        ln
+        for ln in lines
+        if ("ERROR" in ln or "Error" in ln) and not any(p in ln for p in POINTERS)
+    ]
+    return found[-1].strip()[:200] if found else ""
 
 
 def _arguments(job: Job, root: Path, env: dict) -> list[str]:
