@@ -236,9 +236,12 @@ def grade(
     bar = tqdm(total=len(jobs), unit="nb", desc="grading", disable=not show_progress)
     with bar:
         for future in as_completed(jobs):
-            job = jobs[future]
+            job = jobs.pop(future)
             flags = plan.flags.get((job.assignment, job.student), [])
             result = _collect(root, job, future, flags=flags)
+            # Collected: forgotten by the scheduler, so a worker lost later does
+            # not grade this submission again (into the gradebook, after the run).
+            future.release()
             counts[result.status] += 1
             results.append(result)
             bar.set_postfix(counts, refresh=False)
