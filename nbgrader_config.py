@@ -54,6 +54,18 @@ c.LateSubmissionPlugin.penalty_method = "zero"
 # the seeds written in source/, to reproduce a grade).
 c.DrawSeeds.enabled = True
 c.GuardedExecute.memory_limit = 4.0  # GiB per kernel; peak use is under 1 GiB
+# Hints. Alone, a student asks `check.hint("softmax")` or `course hint softmax`
+# and the hints are free. On the course hub (`make hub`) a service, course-hints,
+# serves every hint of the class and keeps the record of who asked which, out of
+# the students' reach; the instructor decides here:
+c.HintPolicy.available = True  # False: the hub gives no hints
+c.HintPolicy.points_per_hint = 0.0  # points of the exercise per hint (never < 0)
+c.HintPolicy.unlock = "on-request"  # or "after-failure": only once a test failed
+# Where `course grade` reads the record, charges it (negative extra credit on the
+# exercise's test cells, shown in formgrader) and counts it for the class report:
+# the service's URL, e.g. "http://127.0.0.1:8002" (COURSE_HINT_PORT of the hub).
+# Needed where hints cost points; run `course grade` in your hub server (its token).
+c.HintPolicy.record = ""
 # Every kernel in a sandbox of its own (docs/security.md): an unprivileged user in
 # namespaces of its own that sees only what a notebook needs. "on" refuses to grade
 # where the machine cannot; "off" only as an explicit choice (course grade

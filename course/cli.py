@@ -140,7 +140,7 @@ def _import_folder(root: Path, assignment: str, folder: Path) -> int:
 
 def cmd_grade(args) -> int:
     """Autograde every submission on dask and print what happened to each."""
-    from .grading import batch, engine, gradebook, sandbox, settings
+    from .grading import batch, engine, gradebook, hintcharge, sandbox, settings
 
     root = Path(args.root).resolve()
     names = args.assignments or [
@@ -192,7 +192,10 @@ def cmd_grade(args) -> int:
     print(f"every submission: {log}")
     if not chosen.sandboxed:
         print("kernels were not sandboxed (--no-sandbox): the class report says so")
-    return 1 if any(r.status == batch.FAILED for r in results) else 0
+    code, said = hintcharge.settle(root=root, assignments=names, db_url=plan.db_url)
+    print(said or "", end="\n" if said else "")
+    failed = any(r.status == batch.FAILED for r in results)
+    return max(code, int(failed))
 
 
 def cmd_feedback(args) -> int:

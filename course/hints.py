@@ -14,15 +14,19 @@ Importing this module in a kernel starts recording its exercise cells
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import hintbook, progress
 from .i18n import tell
 
 ENV = "COURSE_HINTS"
+SERVICE_ENV = "COURSE_HINT_SERVICE"  # the hub's hint service, on the course's hub
+TOKEN_ENV = "JUPYTERHUB_API_TOKEN"  # who asks: the student's server's token
+NBGRADER_ENV = "NBGRADER_EXECUTION"  # set while nbgrader validates or grades
 POLICIES = ("on-request", "after-failure")
 
 
@@ -70,6 +74,12 @@ def hint(
 ) -> Hint:
     """The next hint for ``exercise`` (default: the one whose test failed last).
 
+    On the course's hub (``COURSE_HINT_SERVICE`` set) the hub's hint service
+    chooses and records it (:mod:`course.grading.hintservice`): the record that
+    counts where the instructor's hints cost points. It is recorded here too.
+    While nbgrader runs the notebook (Validate, grading) no hint is given: a hint
+    cell left in a notebook never unlocks one, nor costs one.
+
     Parameters
     ----------
     exercise : str, optional
@@ -81,6 +91,12 @@ def hint(
     source : str
         Who asks, as recorded: ``kernel`` (a notebook) or ``cli``.
     """
+    if os.environ.get(NBGRADER_ENV):  # Validate, or a grader: no request counts
+        return Hint(
+            exercise or "",
+            tell("No hint while nbgrader runs the notebook."),
+            tell("Hints come when you run the cell yourself."),
+        )
     store = progress.Store(progress.work_folder(work), source=source)
     if exercise is None:
         failed = [e for e in store.events() if e["kind"] == "fail"]
@@ -99,62 +115,143 @@ def hint(
             tell("The exercise ids are the names you write, e.g. `softmax`."),
         )
     assignment, _ = found
-    events = store.events(assignment)
-    mine = [e for e in events if e["exercise"] == exercise]
-    if number is not None:
-        return _again(assignment, exercise, mine, number)
-    shown = {e["hint"] for e in mine if e["kind"] == "hint"}
-    fails = [e for e in mine if e["kind"] == "fail"]
-    mistake = fails[-1]["mistake"] if fails else None
+    mine = [e for e in store.events(assignment) if e["exercise"] == exercise]
+    asked = Asked(
+        exercise=exercise,
+        number=number,
+        mistake=_last_mistake(mine),
+        failed_since=_failed_since(mine),
+    )
+    if os.environ.get(SERVICE_ENV):
+        shown, key = _from_service(asked)
+    else:
+        shown, key = choose(asked, assignment=assignment, shown=_shown(mine))
+    if key is not None:
+        store.record(assignment, exercise, "hint", hint=key)
+    return shown
+
+
+@dataclass(frozen=True, kw_only=True)
+class Asked:
+    """A request for a hint: what the student's own record says about it."""
+
+    exercise: str
+    number: int | None = None  # a step hint to show again
+    mistake: str | None = None  # named by the latest failed test of the exercise
+    failed_since: bool = False  # a test failed after the last step hint
+
+
+def choose(
+    asked: Asked,
+    *,
+    assignment: str,
+    shown: list[str],
+    unlock: str | None = None,
+    cost: float = 0.0,
+) -> tuple[Hint, str | None]:
+    """The hint to give and the key to record (``None``: nothing new unlocked).
+
+    ``shown`` holds the keys already given (``"1"``, ``"mistake:overflow"``), in
+    order; ``unlock`` is the policy (default: :func:`policy`); a ``cost`` above 0
+    is said in each new hint's note (points of the exercise per hint).
+    """
+    exercise, mistake = asked.exercise, asked.mistake
+    if asked.number is not None:
+        return _again(assignment, exercise, shown, asked.number), None
     if mistake and f"mistake:{mistake}" not in shown:
-        store.record(assignment, exercise, "hint", hint=f"mistake:{mistake}")
-        return Hint(
+        key = f"mistake:{mistake}"
+        steps = len(_steps_shown(shown))
+        given = Hint(
             exercise,
             tell("Hint for the mistake your test named ({key})", key=mistake),
             hintbook.mistake_hint(assignment, exercise, mistake),
-            _next_note(assignment, exercise, len(_steps_shown(mine))),
-            number=f"mistake:{mistake}",
+            _next_note(assignment, exercise, steps),
+            number=key,
         )
-    return _next_step(store, assignment, exercise, mine)
+    else:
+        given, key = _next_step(asked, assignment, shown, unlock or policy())
+    if key and cost:
+        note = tell("This hint costs {cost} points of the exercise.", cost=cost)
+        given.note = " ".join(filter(None, [given.note, note]))
+    return given, key
 
 
-def _steps_shown(mine) -> list[int]:
-    return sorted(
-        {int(e["hint"]) for e in mine if e["kind"] == "hint" and e["hint"].isdigit()}
+def _from_service(asked: Asked) -> tuple[Hint, str | None]:
+    """Ask the hub's hint service, which chooses, records and may charge."""
+    import urllib.error
+    import urllib.request
+
+    url = os.environ[SERVICE_ENV].rstrip("/") + "/api/hint"
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(asdict(asked)).encode(),
+        headers={
+            "Authorization": f"token {os.environ.get(TOKEN_ENV, '')}",
+            "Content-Type": "application/json",
+        },
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as error:  # refused: the policy says why
+        answer = json.loads(error.read() or b"{}")
+        if "hint" not in answer:
+            answer = {"hint": _unreachable(f"HTTP {error.code}"), "key": None}
+    except (OSError, ValueError) as error:
+        answer = {"hint": _unreachable(str(error)), "key": None}
+    return Hint(**answer["hint"]), answer["key"]
+
+
+def _unreachable(why: str) -> dict:
+    return asdict(
+        Hint(
+            "",
+            tell("The course's hint service did not answer."),
+            tell("Try again in a minute; if it goes on, tell your instructor."),
+            why,
+        )
     )
 
 
-def _next_step(store, assignment, exercise, mine) -> Hint:
+def _shown(mine) -> list[str]:
+    return [e["hint"] for e in mine if e["kind"] == "hint"]
+
+
+def _last_mistake(mine) -> str | None:
+    fails = [e for e in mine if e["kind"] == "fail"]
+    return fails[-1]["mistake"] if fails else None
+
+
+def _failed_since(mine) -> bool:
+    """Whether a test of the exercise failed after its last step hint."""
+    steps = [e["time"] for e in mine if e["kind"] == "hint" and e["hint"].isdigit()]
+    last = max(steps, default=float("-inf"))
+    return any(e["kind"] == "fail" and e["time"] > last for e in mine)
+
+
+def _steps_shown(shown: list[str]) -> list[int]:
+    return sorted({int(k) for k in shown if k.isdigit()})
+
+
+def _next_step(asked, assignment, shown, unlock) -> tuple[Hint, str | None]:
+    exercise = asked.exercise
     steps = hintbook.steps(assignment, exercise)
-    shown = _steps_shown(mine)
-    n = len(shown) + 1
+    n = len(_steps_shown(shown)) + 1
     if n > len(steps):
-        return _step(
-            exercise,
-            steps,
-            len(steps),
-            tell(
-                "That was the last hint. Reread the ones before it and compare each step with your code."
-            ),
+        last = tell(
+            "That was the last hint. Reread the ones before it and compare each step with your code."
         )
-    if n > 1 and policy() == "after-failure":
-        last = max(
-            e["time"] for e in mine if e["kind"] == "hint" and e["hint"] == str(n - 1)
-        )
-        if not any(e["kind"] == "fail" and e["time"] > last for e in mine):
-            return _step(
-                exercise,
-                steps,
-                n - 1,
-                tell("The next hint unlocks when a test of this exercise fails again."),
-            )
-    store.record(assignment, exercise, "hint", hint=str(n))
-    return _step(exercise, steps, n, _next_note(assignment, exercise, n))
+        return _step(exercise, steps, len(steps), last), None
+    if n > 1 and unlock == "after-failure" and not asked.failed_since:
+        wait = tell("The next hint unlocks when a test of this exercise fails again.")
+        return _step(exercise, steps, n - 1, wait), None
+    return _step(exercise, steps, n, _next_note(assignment, exercise, n)), str(n)
 
 
-def _again(assignment, exercise, mine, number) -> Hint:
+def _again(assignment, exercise, shown, number) -> Hint:
     steps = hintbook.steps(assignment, exercise)
-    if number in _steps_shown(mine):
+    if number in _steps_shown(shown):
         return _step(exercise, steps, number)
     return Hint(
         exercise,

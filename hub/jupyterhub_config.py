@@ -12,6 +12,10 @@ Who is who (environment variables, read when the hub starts):
 * ``COURSE_LANG``: the class's language, ``en`` (default) or ``zh``: verdicts in
   every server, and JupyterLab's menus (the zh-CN language pack). A Chinese class
   also sets ``COURSE_ROOT`` to the Chinese edition, ``zh/``.
+* ``COURSE_HINT_PORT``: the port of the hint service, ``course-hints`` (default
+  8002): it serves every hint of the class and keeps the record of who asked
+  which (``hub/state/hints.sqlite``), by the policy in the course's
+  ``nbgrader_config.py`` (``c.HintPolicy``); ``course grade`` reads it back.
 * ``OMP_NUM_THREADS``: torch threads per kernel (default 1: the class shares the
   machine's cores).
 
@@ -26,6 +30,8 @@ import os
 import sys
 from pathlib import Path
 
+from course import hints
+from course.grading import hintservice
 from course.grading.environment import TEMPLATES, threads
 from course.i18n import lab_settings, language
 
@@ -76,6 +82,32 @@ if LANG != "en":  # JupyterLab's menus in the class's language
     c.Spawner.args = [f"--LabApp.app_settings_dir={lab_settings(LANG)}"]
 
 
+# The hint service (course/grading/hintservice.py), run by the hub as its user:
+# kernels ask it with their server's token, which may reach it and nothing more.
+HINTS_URL = f"http://127.0.0.1:{os.environ.get('COURSE_HINT_PORT', '8002')}"
+c.JupyterHub.services = [
+    {
+        "name": hintservice.NAME,
+        "url": HINTS_URL,
+        "command": [sys.executable, "-m", "course.grading.hintservice"],
+        "environment": {
+            "COURSE_ROOT": str(COURSE_ROOT),
+            "COURSE_LANG": LANG,
+            "COURSE_INSTRUCTORS": " ".join(sorted(INSTRUCTORS)),
+            hintservice.RECORD_ENV: str(STATE / "hints.sqlite"),
+        },
+    }
+]
+c.JupyterHub.load_roles = [  # every user may reach it (the default role, plus it)
+    {"name": "user", "scopes": ["self", f"access:services!service={hintservice.NAME}"]}
+]
+c.Spawner.server_token_scopes = [
+    "users:activity!user",
+    "access:servers!server",
+    f"access:services!service={hintservice.NAME}",
+]
+
+
 def course_roles(spawner) -> None:
     """Instructor or student: their Jupyter configuration, folder and exchange."""
     role = "instructor" if spawner.user.name in INSTRUCTORS else "student"
@@ -85,6 +117,7 @@ def course_roles(spawner) -> None:
             "JUPYTER_PATH": TEMPLATES,  # nbconvert's MathJax from the server, not a CDN
             "COURSE_EXCHANGE": EXCHANGE,
             "COURSE_LANG": LANG,  # the checks' verdicts
+            hints.SERVICE_ENV: f"{HINTS_URL}/services/{hintservice.NAME}",
             # One torch thread per kernel (unless OMP_NUM_THREADS says otherwise):
             # a class shares the cores.
             **threads(os.environ),

@@ -53,3 +53,45 @@ def browser():
             yield ctx, blocked
         finally:
             ctx.close()
+
+
+def cell(page, index: int):
+    """The notebook's cell ``index`` (from 0)."""
+    return page.locator(".jp-Notebook .jp-Cell").nth(index)
+
+
+PROMPT = """([index, before, done]) => {
+  const p = document.querySelectorAll('.jp-Notebook .jp-Cell')[index]
+    .querySelector('.jp-InputPrompt').innerText;
+  return p !== before && (!done || /[0-9]/.test(p));
+}"""
+
+
+def run_cell(
+    page, index: int, expect: str = "", timeout: float = 120000, shots=None
+) -> str:
+    """Run one cell (select it, Shift+Enter; again while it has not started: the
+    first keystroke can come before the notebook takes keys) and wait until its
+    prompt shows a new execution count; return its output's text, which must
+    hold ``expect`` (if not, a screenshot goes to the folder ``shots``)."""
+    prompt = cell(page, index).locator(".jp-InputPrompt")
+    before = prompt.inner_text()
+    for _ in range(10):
+        prompt.click()
+        page.keyboard.press("Shift+Enter")
+        try:  # started ([*]) or already done
+            page.wait_for_function(PROMPT, arg=[index, before, False], timeout=5000)
+            break
+        except Exception:  # noqa: BLE001 - not started: ask again
+            continue
+    page.wait_for_function(PROMPT, arg=[index, before, True], timeout=timeout)
+    out = cell(page, index).locator(".jp-OutputArea")
+    if not expect:
+        return out.inner_text()
+    try:
+        out.filter(has_text=expect).wait_for(timeout=30000)
+    except Exception:
+        if shots is not None:
+            page.screenshot(path=str(shots / f"failed-at-cell-{index}.png"))
+        raise
+    return out.inner_text()

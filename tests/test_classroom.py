@@ -5,11 +5,14 @@ with four Unix accounts made for the test: one instructor and three students.
 
 1. The instructor releases 01 and 05 to nbgrader's exchange.
 2. Ana, in Chromium through the hub's login and JupyterLab's Assignment List,
-   fetches 01, answers it, opens it (not marked modified), validates and submits.
+   fetches 01, asks the hub's hint service for two hints on count_parameters
+   (the class's policy: 0.5 points a hint), answers it, opens it (not marked
+   modified), validates and submits; then she deletes her own progress file.
    Ben (partly wrong) and Cy (a loop that never ends) use the nbgrader CLI on 05;
    Ben submits again after the due date.
-3. The instructor collects and runs ``course grade``, and looks at Cy's flagged
-   submission in formgrader, in Chromium.
+3. The instructor collects and runs ``course grade`` in their hub server (which
+   charges Ana's hints from the service's record), reads the class report, and
+   looks at Cy's flagged submission in formgrader, in Chromium.
 4. The instructor releases feedback; each student fetches it and sees scores and
    verdicts, and no hidden test source.
 
@@ -33,12 +36,27 @@ from pathlib import Path
 
 import pytest
 import services
-from browser import browser
+from browser import browser, run_cell
 from harness import fill, reference_answers
 
 from course import grading
 
 A01, A05 = "01_config", "05_softmax_and_scaling"
+COST = 0.5  # the class's policy: points of the exercise per hint
+ASKED = "count_parameters"  # Ana asks two hints on it
+SCRATCH = {  # Ana's own notebook in her home: the check module, two hint requests
+    "cells": [
+        {"cell_type": "code", "id": f"c{i}", "metadata": {}, "outputs": [],
+         "execution_count": None, "source": source}
+        for i, source in enumerate(
+            ["from course.checks import config as check",
+             f'check.hint("{ASKED}")', f'check.hint("{ASKED}")']
+        )
+    ],
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                "language": "python"}},
+    "nbformat": 4, "nbformat_minor": 5,
+}  # fmt: skip
 TEACHER, ANA, BEN, CY = "abh-teacher", "abh-ana", "abh-ben", "abh-cy"
 PASSWORD = "attention-by-hand"
 HERE = Path(__file__).resolve().parents[1]
@@ -81,10 +99,14 @@ class Classroom:
         }
         self.db = f"sqlite:///{self.course / 'gradebook.db'}"
 
-    def run(self, user: str, *cmd: str, cwd: Path | None = None) -> str:
-        """Run ``cmd`` as ``user`` in their home (or ``cwd``), as their server would."""
+    def run(
+        self, user: str, *cmd: str, cwd: Path | None = None, env: dict | None = None
+    ) -> str:
+        """Run ``cmd`` as ``user`` in their home (or ``cwd``), as their server would
+        (with ``env`` added: e.g. the server's hub token)."""
         role = "instructor" if user == TEACHER else "student"
         env = {
+            **(env or {}),
             **self.env,
             "HOME": str(self.homes[user]),
             "USER": user,
@@ -103,8 +125,8 @@ class Classroom:
         assert proc.returncode == 0, f"{cmd} as {user}:\n{proc.stdout}\n{proc.stderr}"
         return proc.stdout + proc.stderr
 
-    def teacher(self, *cmd: str) -> str:
-        return self.run(TEACHER, *cmd, cwd=self.course)
+    def teacher(self, *cmd: str, env: dict | None = None) -> str:
+        return self.run(TEACHER, *cmd, cwd=self.course, env=env)
 
     def answer(self, student: str, assignment: str, answers: dict[str, str]) -> None:
         """Write the student's answers into the notebook they fetched."""
@@ -123,16 +145,21 @@ def classroom():
     exchange.chmod(0o777)
     python = Path(sys.executable).resolve()
     names = [TEACHER, ANA, BEN, CY]
+    hints = services.free_port()
     env = {
         "COURSE_INSTRUCTORS": TEACHER,
         "COURSE_STUDENTS": f"{ANA} {BEN} {CY}",
         "COURSE_EXCHANGE": str(exchange),
+        "COURSE_HINT_PORT": str(hints),
     }
     with (
         services.reachable_by_all(python, Path(sys.base_prefix) / "lib"),
         services.unix_accounts(names, folder / "home", PASSWORD) as homes,
     ):
         course = grading.make_course(homes[TEACHER] / "course")
+        with open(course / "nbgrader_config.py", "a") as config:  # the hint policy
+            config.write(f"c.HintPolicy.points_per_hint = {COST}\n")
+            config.write(f"c.HintPolicy.record = 'http://127.0.0.1:{hints}'\n")
         subprocess.run(["chown", "-R", TEACHER, course], check=True)
         env["COURSE_ROOT"] = str(course)
         with services.course_hub(folder, env) as url:
@@ -169,12 +196,13 @@ def _ana_fetches_answers_validates_submits(room: Classroom, page) -> dict:
     _assignment_list(page)
     _row(page, "released", A01).locator(".item_status button").click()
     _row(page, "fetched", A01)
+    hints = _ana_asks_two_hints(room, page)
     room.answer(ANA, A01, reference_answers(HERE, A01))
     page.goto(f"{room.url}/user/{ANA}/lab/tree/{A01}/{A01}.ipynb")
     page.wait_for_selector(".jp-Notebook", timeout=60000)
     page.wait_for_timeout(3000)  # what marks a notebook modified does so on opening
     dirty = page.locator(".lm-TabBar-tab.jp-mod-dirty").count()
-    page.click("[title='Validate Assignment']", timeout=30000)
+    page.click("[title='Validate Assignment']:visible", timeout=30000)
     dialog = page.wait_for_selector(".jp-Dialog-content", timeout=180000)
     page.wait_for_function(
         "!document.querySelector('.jp-Dialog-content').innerText"
@@ -191,8 +219,25 @@ def _ana_fetches_answers_validates_submits(room: Classroom, page) -> dict:
         "li[data-command='nbgrader:open-formgrader'], "
         "li[data-command='nbgrader:open-course-list']"
     ).count()
-    return {"menus": menus, "dirty": dirty, "verdict": verdict,
+    return {"menus": menus, "dirty": dirty, "verdict": verdict, "hints": hints,
             "instructor_tools": [tools] if tools else []}  # fmt: skip
+
+
+def _ana_asks_two_hints(room: Classroom, page) -> list[str]:
+    """In a notebook of her own, Ana asks for the next hint on count_parameters,
+    twice; the hub's service gives them. Returns the two hints' text."""
+    path = room.homes[ANA] / "scratch.ipynb"
+    path.write_text(json.dumps(SCRATCH))
+    shutil.chown(path, ANA)
+    page.goto(f"{room.url}/user/{ANA}/lab/tree/scratch.ipynb")
+    page.wait_for_selector(
+        ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120000
+    )
+    run_cell(page, 0, shots=SHOTS)
+    said = [run_cell(page, i, "Hint", shots=SHOTS) for i in (1, 2)]
+    page.screenshot(path=SHOTS / "student-hints-on-the-hub.png")
+    page.keyboard.press("Control+s")
+    return said
 
 
 def _server_environment(user: str) -> dict[str, str]:
@@ -299,18 +344,32 @@ def test_release_submit_grade_feedback(classroom):
     others.join()
     steps["submitted"] = time.monotonic() - started
 
-    # The instructor collects and grades.
+    # What Ana can edit changes no grade: her own record of the hints she asked.
+    shutil.rmtree(room.homes[ANA] / ".course")
+    # The instructor collects and grades, in their hub server (its hub token).
     _together(
         *[lambda n=n: room.teacher(f"{BIN}/nbgrader", "collect", n) for n in (A01, A05)]
     )
-    graded = room.teacher(f"{BIN}/course", "grade", A01, A05, "--cell-timeout", "15")
+    with browser() as (ctx, _):
+        _login(ctx.new_page(), room.url, TEACHER)
+    token = {
+        "JUPYTERHUB_API_TOKEN": _server_environment(TEACHER)["JUPYTERHUB_API_TOKEN"]
+    }
+    graded = room.teacher(
+        f"{BIN}/course", "grade", A01, A05, "--cell-timeout", "15", env=token
+    )
+    room.teacher(f"{BIN}/course", "report", env=token)
+    class_report = (room.course / "reports" / "report.html").read_text()
     steps["graded"] = time.monotonic() - started
     # The instructor's account is no root: its kernels were sandboxed all the same.
     run = json.loads((room.course / "reports" / "grading-run.json").read_text())
     assert run == {"sandboxed": True}, graded
     scores = {name: grading.cell_scores(room.course, name) for name in (A01, A05)}
     with browser() as (ctx, blocked_too):
-        flagged = _teacher_opens_flagged(room, ctx.new_page())
+        page = ctx.new_page()
+        page.goto((room.course / "reports" / "report.html").as_uri())
+        page.screenshot(path=SHOTS / "instructor-class-report.png", full_page=True)
+        flagged = _teacher_opens_flagged(room, page)
 
     steps["formgrader"] = time.monotonic() - started
     # Feedback: released by the instructor, fetched by each student.
@@ -340,9 +399,19 @@ def test_release_submit_grade_feedback(classroom):
     assert blocked == blocked_too == blocked_three == []
     # Her server (and so her kernels) uses one torch thread: the class shares cores.
     assert ana_env.get("OMP_NUM_THREADS") == "1", sorted(ana_env)
-    # Scores: Ana's right answers, Ben's latest (late) one, Cy's loop interrupted.
+    # Hints: given by the hub's service, each saying what it costs; charged into
+    # the gradebook from the service's record (Ana deleted her own); in the report.
+    assert all(f"costs {COST} points" in h for h in seen["hints"]), seen["hints"]
+    assert f"hints: 2 asked, {2 * COST:g} points charged" in graded, graded
+    assert "Hints asked, by exercise" in class_report
+    assert f"<td>{ASKED}</td><td>2</td><td>1</td><td>{2 * COST:g}</td>" in class_report
+    # Scores: Ana's right answers less her hints, Ben's latest (late) one, Cy's
+    # loop interrupted.
     tests = {k: v for k, v in scores[A01][ANA].items() if k.startswith("test_")}
-    assert tests and all(s == m for s, m in tests.values()), scores[A01][ANA]
+    charged = {k for k in tests if ASKED in k}
+    assert tests and all(s == m for k, (s, m) in tests.items() if k not in charged)
+    lost = sum(m - s for k, (s, m) in tests.items() if k in charged)
+    assert lost == 2 * COST, scores[A01][ANA]
     ben = scores[A05][BEN]
     assert ben["test_softmax_stable"] == (1, 1)  # his first submission lost this
     assert ben["test_attention_scores_values"][0] == 0  # ... and his second this

@@ -162,6 +162,18 @@ def test_no_exercise_named_and_an_unknown_one(work):
     assert "No exercise" in hints.hint("sofmax", work=work).title
 
 
+def test_no_hint_while_nbgrader_runs_the_notebook(work, monkeypatch):
+    """Validate (and grading) run every cell: a hint cell left in the notebook
+    asks no service, unlocks nothing and costs nothing."""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    monkeypatch.setenv(hints.SERVICE_ENV, "http://127.0.0.1:9")
+    shown = hints.hint("softmax", work=work)
+    assert shown.number == "" and "nbgrader runs" in shown.title
+    assert progress.Store(work).events() == []
+    monkeypatch.delenv("NBGRADER_EXECUTION")
+    assert "did not answer" in hints.hint("softmax", work=work).title
+
+
 def test_hints_speak_chinese(work, monkeypatch):
     monkeypatch.setenv("COURSE_LANG", "zh")
     shown = hints.hint("softmax", work=work)

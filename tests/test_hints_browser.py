@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser import browser
+from browser import browser, cell, run_cell
 from services import free_port, serving
 
 from course import grading, i18n
@@ -83,44 +83,6 @@ def lab(request, tmp_path):
         yield url, lang, work.parent
 
 
-def _cell(page, index: int):
-    return page.locator(".jp-Notebook .jp-Cell").nth(index)
-
-
-PROMPT = """([index, before, done]) => {
-  const p = document.querySelectorAll('.jp-Notebook .jp-Cell')[index]
-    .querySelector('.jp-InputPrompt').innerText;
-  return p !== before && (!done || /[0-9]/.test(p));
-}"""
-
-
-def _run(page, index: int, expect: str = "", timeout: float = 120000) -> str:
-    """Run one cell (select it, Shift+Enter; again while it has not started: the
-    first keystroke can come before the notebook takes keys) and wait until its
-    prompt shows a new execution count; return its output's text, which must
-    hold ``expect``."""
-    prompt = _cell(page, index).locator(".jp-InputPrompt")
-    before = prompt.inner_text()
-    for _ in range(10):
-        prompt.click()
-        page.keyboard.press("Shift+Enter")
-        try:  # started ([*]) or already done
-            page.wait_for_function(PROMPT, arg=[index, before, False], timeout=5000)
-            break
-        except Exception:  # noqa: BLE001 - not started: ask again
-            continue
-    page.wait_for_function(PROMPT, arg=[index, before, True], timeout=timeout)
-    out = _cell(page, index).locator(".jp-OutputArea")
-    if not expect:
-        return out.inner_text()
-    try:
-        out.filter(has_text=expect).wait_for(timeout=30000)
-    except Exception:
-        page.screenshot(path=str(REPORTS / f"failed-at-cell-{index}.png"))
-        raise
-    return out.inner_text()
-
-
 def test_a_student_asks_for_hints_fixes_the_answer_and_sees_progress(lab):
     url, lang, work = lab
     mistake, first_step, failing, passing = SAID[lang]
@@ -133,25 +95,25 @@ def test_a_student_asks_for_hints_fixes_the_answer_and_sees_progress(lab):
             ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60000
         )
         for index in (1, 2):  # the setup, the answer (with its mistake)
-            _run(page, index)
-        verdict = _run(page, 3, "CheckFailed")
-        first = _run(page, 4, mistake)
-        second = _run(page, 5, first_step)
+            run_cell(page, index)
+        verdict = run_cell(page, 3, "CheckFailed", shots=REPORTS)
+        first = run_cell(page, 4, mistake, shots=REPORTS)
+        second = run_cell(page, 5, first_step, shots=REPORTS)
         hints = page.locator(".course-hint")
         numbers = [hints.nth(i).get_attribute("data-hint") for i in range(2)]
-        _cell(page, 4).scroll_into_view_if_needed()
+        cell(page, 4).scroll_into_view_if_needed()
         page.screenshot(path=str(REPORTS / f"hints-{lang}.png"))
-        before = _run(page, 6, failing)
+        before = run_cell(page, 6, failing, shots=REPORTS)
         # The fix: the answer cell rewritten, run, and its test run again.
-        editor = _cell(page, 2).locator(".cm-content")
+        editor = cell(page, 2).locator(".cm-content")
         editor.click()
         page.keyboard.press("Control+a")
         page.keyboard.insert_text(RIGHT)
         page.keyboard.press("Escape")
-        _run(page, 2)
-        fixed = _run(page, 3)
-        after = _run(page, 6, passing)
-        _cell(page, 6).scroll_into_view_if_needed()
+        run_cell(page, 2)
+        fixed = run_cell(page, 3)
+        after = run_cell(page, 6, passing, shots=REPORTS)
+        cell(page, 6).scroll_into_view_if_needed()
         page.screenshot(path=str(REPORTS / f"progress-{lang}.png"))
         row = page.locator(".course-progress tr[data-exercise='softmax']").inner_text()
     assert 'check.hint("softmax")' in verdict  # the sentence after the failure

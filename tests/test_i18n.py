@@ -234,6 +234,9 @@ NOT_STUDENT_FACING = {
     "execute.py": "the sandbox: trait help and logs (left to the sandbox work)",
     "feedback.py": "nbgrader's template labels, matched to be translated",
     "gradebook.py": "instructor commands' errors",
+    "hintcharge.py": "the grade command's report to the instructor",
+    "hintservice.py": "SQL and routes; its sentences are tell's (hints.po), each "
+    "one translated (test_hints)",
     "judge.py": "trait help and patterns",
     "kernels.py": "the grader's kernel client: jupyter_client's errors, in its log",
     "lockdown.py": "the sandbox: system call names and the machine's errors",

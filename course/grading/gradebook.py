@@ -47,7 +47,7 @@ def prepare(
     from nbgrader.api import Gradebook, MissingEntry
 
     registered = []
-    with _tools_on_path(), Gradebook(db_url) as gb:  # it migrates with `alembic`
+    with tools_on_path(), Gradebook(db_url) as gb:  # it migrates with `alembic`
         known = {a.name for a in gb.assignments}
     for assignment in students_by_assignment:
         if assignment in known:
@@ -71,7 +71,7 @@ def prepare(
 
 
 @contextlib.contextmanager
-def _tools_on_path():
+def tools_on_path():
     """This interpreter's tools first on PATH for the block (nbgrader's Gradebook
     runs ``alembic`` from PATH); PATH as it was after it."""
     before = os.environ.get("PATH")

@@ -6,7 +6,8 @@
 * ``report.html``: the plots; per exercise, the most common verdicts
   (misconception messages) and how many students got each; and the submissions
   that ``course grade`` flagged or could not grade, with its reasons, for the
-  instructor to review. Verdicts only: no test code, no solution. A warning heads
+  instructor to review; where the course hub's hint service keeps a record, the
+  hints asked per exercise (and the points they cost). Verdicts only: no test code, no solution. A warning heads
   it when the last ``course grade`` ran kernels outside the sandbox.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from ..fonts import use_cjk_fonts
 from ..i18n import language, say
+from . import hintcharge
 from .cells import (
     error_messages,
     exercise,
@@ -127,6 +129,25 @@ def _verdict_table(by_exercise: dict[str, Counter], order: list[str]) -> str:
     return f"<h3>{title}</h3><table><tr>{head}</tr>{rows}</table>"
 
 
+def _hint_table(out: Path, assignment: str, order: list[str]) -> str:
+    """Hints asked per exercise over the class, from ``course grade``'s record
+    (empty without one): which exercises needed most hints."""
+    found = hintcharge.by_exercise(out, assignment)
+    if not found:
+        return ""
+    heads = [say("exercise"), say("hints"), say("students"), say("points charged")]
+    rows = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{n}</td><td>{students}</td>"
+        f"<td>{points:g}</td></tr>"
+        for name, (n, students, points) in sorted(
+            found.items(), key=lambda item: (-item[1][0], _rank(item[0], order))
+        )
+    )
+    title = say("Hints asked, by exercise")
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    return f"<h3>{title}</h3><table><tr>{head}</tr>{rows}</table>"
+
+
 def _to_review(out: Path, assignment: str) -> str:
     """The submissions of ``assignment`` that the last ``course grade`` flagged or
     could not grade, with its reasons (empty if none, or no log)."""
@@ -184,6 +205,7 @@ def _section(*, root: Path, assignment: str, out: Path, db_url: str | None):
         f"<h2>{a}</h2><p>{summary}</p>"
         f"<img src='scores_{a}.png'> <img src='cells_{a}.png'>"
         + _verdict_table(verdicts_by_exercise(messages, answers), answers)
+        + _hint_table(out, a, answers)
         + _to_review(out, a)
     )
     return rows, section

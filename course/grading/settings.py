@@ -17,7 +17,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets.config import Config
+from traitlets import Bool, Enum, Float, Unicode
+from traitlets.config import Config, Configurable
 
 from .. import i18n
 
@@ -139,3 +140,38 @@ def resolve(
         sandbox=pick(sandbox, guarded, "sandbox"),
         draw_seeds=pick(draw_seeds, "course.grading.judge.DrawSeeds", "enabled"),
     )
+
+
+class HintPolicy(Configurable):
+    """The instructor's hints policy, ``c.HintPolicy.*`` in ``nbgrader_config.py``.
+
+    Read by the course hub's hint service (:mod:`course.grading.hintservice`),
+    which serves every hint of a class and keeps the record that counts, and by
+    ``course grade``, which charges what the policy says into the gradebook.
+    """
+
+    available = Bool(
+        True, help="Whether students on the course hub get hints at all."
+    ).tag(config=True)
+    points_per_hint = Float(
+        0.0,
+        min=0.0,
+        help="Points taken from an exercise for each hint asked on it (never "
+        "below 0 for the exercise); 0: hints are free.",
+    ).tag(config=True)
+    unlock = Enum(
+        ["on-request", "after-failure"],
+        "on-request",
+        help="When the next step hint unlocks: at every request, or only once a "
+        "test of the exercise has failed since the last hint.",
+    ).tag(config=True)
+    record = Unicode(
+        "",
+        help="The hint service's URL (e.g. http://127.0.0.1:8002): where "
+        "`course grade` reads who asked which hint. Needed where hints cost points.",
+    ).tag(config=True)
+
+
+def hint_policy(root: Path) -> HintPolicy:
+    """The hints policy of the course in ``root`` (the defaults where it says none)."""
+    return HintPolicy(config=load(root))

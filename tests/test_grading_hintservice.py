@@ -1,0 +1,74 @@
+"""The hub's hint service, without the hub: what it gives, refuses and records
+(the hub itself, its tokens and a browser: tests/test_classroom.py)."""
+
+import pytest
+
+from course import hintbook, hints
+from course.grading import hintservice
+from course.grading.settings import HintPolicy
+
+A = "05_softmax_and_scaling"
+
+
+@pytest.fixture
+def record(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_LANG", "en")
+    return hintservice.Record(tmp_path / "state" / "hints.sqlite")
+
+
+def _ask(record, policy, student="ana", **asked):
+    status, answer = hintservice.give(
+        record, policy, student=student, asked=hints.Asked(**asked)
+    )
+    return status, answer["hint"], answer["key"]
+
+
+def test_the_record_is_the_hub_s_alone_and_holds_each_hint(record):
+    assert record.path.stat().st_mode & 0o777 == 0o600
+    policy = HintPolicy()
+    keys = [_ask(record, policy, exercise="softmax")[2] for _ in range(4)]
+    assert keys == ["1", "2", "3", None]  # the last one again: nothing new
+    _ask(record, policy, student="ben", exercise="softmax")
+    rows = record.rows(A)
+    assert [(r["student"], r["hint"]) for r in rows] == [
+        ("ana", "1"), ("ana", "2"), ("ana", "3"), ("ben", "1"),
+    ]  # fmt: skip
+    assert record.rows("01_config") == []
+
+
+def test_the_mistake_the_kernel_names_comes_first(record):
+    policy = HintPolicy()
+    status, hint, key = _ask(record, policy, exercise="softmax", mistake="wrong-dim")
+    assert (status, key) == (200, "mistake:wrong-dim")
+    assert hint["text"] == hintbook.mistake_hint(A, "softmax", "wrong-dim")
+    assert _ask(record, policy, exercise="softmax", mistake="wrong-dim")[2] == "1"
+
+
+def test_a_hint_that_costs_says_so(record):
+    policy = HintPolicy(points_per_hint=0.5)
+    _, hint, _ = _ask(record, policy, exercise="softmax")
+    assert "costs 0.5 points" in hint["note"]
+    _, again, key = _ask(record, policy, exercise="softmax", number=1)
+    assert key is None and "costs" not in again["note"]  # shown again: free
+
+
+def test_after_failure_the_service_waits_for_the_kernel_s_failed_test(record):
+    policy = HintPolicy(unlock="after-failure")
+    assert _ask(record, policy, exercise="split_heads")[2] == "1"
+    assert _ask(record, policy, exercise="split_heads")[2] is None
+    asked = {"exercise": "split_heads", "failed_since": True}
+    assert _ask(record, policy, **asked)[2] == "2"
+
+
+def test_refused_when_off_or_unknown(record):
+    status, hint, key = _ask(record, HintPolicy(available=False), exercise="softmax")
+    assert (status, key) == (403, None) and "turned hints off" in hint["text"]
+    assert _ask(record, HintPolicy(), exercise="sofmax")[0] == 404
+    assert record.rows() == []
+
+
+def test_a_request_s_body_is_read_strictly():
+    asked = hintservice._asked(b'{"exercise": "softmax", "number": "2", "x": 1}')
+    assert asked == hints.Asked(exercise="softmax", number=2)
+    with pytest.raises(ValueError):
+        hintservice._asked(b'{"exercise": "softmax", "number": "two"}')
