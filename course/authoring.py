@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         for lang in i18n.LOCALES:
             catalog.update_catalog(english, i18n.catalog_path(lang))
             catalog.update_verdicts(lang)
-            catalog.update_hints(lang, hintbook.template(hints))
+            catalog.update_hints(lang, hints)
     tables = {  # each catalog read once, for every notebook
         lang: catalog.translations(catalog.read_catalog(i18n.catalog_path(lang)))
         for lang in i18n.LOCALES
@@ -147,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     if args.root.resolve() == ROOT:  # a copy of the course (an instructor's) has no
         # package of its own: the hints the kernels read are the installed course's
-        stale += _write(hintbook.DATA, hintbook.text(hints), check=args.check)
+        stale += _write(
+            hintbook.DATA, hintbook.text(hintbook.public(hints)), check=args.check
+        )
+        stale += _write(
+            hintbook.TEXTS, hintbook.text(hintbook.written(hints)), check=args.check
+        )
     for py in sources(args.root):
         for target, nb in editions(py, args.root, tables).items():
             stale += _write(target, notebook_text(nb), check=args.check)

@@ -231,11 +231,17 @@ def update_verdicts(lang: str) -> None:
     compile_catalog(_merge(verdict_template(), path), path.with_suffix(".mo"))
 
 
-def update_hints(lang: str, template) -> None:
-    """Bring ``hints.po`` up to date with the hints (:func:`course.hintbook.template`);
-    compile ``hints.mo``."""
-    path = catalog_path(lang, "hints")
-    compile_catalog(_merge(template, path), path.with_suffix(".mo"))
+def update_hints(lang: str, data: dict) -> None:
+    """Bring ``hints.po`` (the views' sentences) and ``hinttexts.po`` (the hints)
+    up to date with the hints (:func:`course.hintbook.build`); compile both."""
+    from . import hintbook
+
+    for domain, template in (
+        ("hints", hintbook.template()),
+        (hintbook.TEXT_DOMAIN, hintbook.text_template(data)),
+    ):
+        path = catalog_path(lang, domain)
+        compile_catalog(_merge(template, path), path.with_suffix(".mo"))
 
 
 def compile_catalog(catalog, path: Path | None = None) -> bytes:

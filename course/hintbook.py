@@ -12,10 +12,13 @@ its own under a stable key::
     verdict = "softmax(x, dim={dim}) gives NaN/inf"  # how the check's message starts
     hint = "..."
 
-``python -m course.authoring`` builds them into ``course/data/hints.json``, the
-package data a student's kernel reads (with each exercise's test cells and each
-``verdict`` resolved to the check's whole catalog sentence); the Chinese texts are
-in ``hints.po`` (:func:`course.i18n.tell`).
+``python -m course.authoring`` builds them into the package data, in two parts:
+``course/data/hints.json``, what the kernel reads to follow a student's progress
+(each exercise's test cells, how many steps, each ``verdict`` resolved to the
+check's whole catalog sentence), and ``course/data/hint_texts.json``, the hints'
+texts (in Chinese: ``hinttexts.po``). On a course hub whose hints cost points only
+the hub's service may read the texts (:mod:`course.grading.private` seals them);
+:func:`texts` then raises :class:`Sealed`.
 """
 
 from __future__ import annotations
@@ -26,11 +29,17 @@ import re
 import tomllib
 from pathlib import Path
 
-from .i18n import compiled, tell
+from .i18n import compiled
 
 DATA = Path(__file__).resolve().parent / "data" / "hints.json"
+TEXTS = DATA.with_name("hint_texts.json")
+TEXT_DOMAIN = "hinttexts"  # the texts' catalog: hinttexts.po
 HIDDEN = "### BEGIN HIDDEN TESTS"
 MIN_STEPS = 3
+
+
+class Sealed(Exception):
+    """The hints' texts are the course hub's alone: ask its service."""
 
 
 @functools.cache
@@ -38,10 +47,27 @@ def book() -> dict:
     """``{assignment: {exercise: entry}}`` in course order (the package data).
 
     An entry: ``tests`` (its test cells' ids), ``hidden`` (those whose test is
-    hidden in the student's copy), ``steps`` (English hints) and ``mistakes``
-    (``{key: {"verdict": catalog sentence, "hint": English hint}}``).
+    hidden in the student's copy), ``steps`` (how many step hints) and
+    ``mistakes`` (``{key: {"verdict": catalog sentence}}``).
     """
     return json.loads(DATA.read_text("utf-8"))
+
+
+def texts() -> dict:
+    """``{assignment: {exercise: {"steps": [...], "mistakes": {key: hint}}}}``,
+    in English (read at each call: the file may be sealed meanwhile)."""
+    try:
+        return json.loads(TEXTS.read_text("utf-8"))
+    except PermissionError:
+        raise Sealed(str(TEXTS)) from None
+
+
+def _translated(text: str, context: str) -> str:
+    try:
+        table = compiled(TEXT_DOMAIN)
+    except PermissionError:
+        raise Sealed(TEXT_DOMAIN) from None
+    return table.pgettext(context, text) if table else text
 
 
 def place(cell_id: str | None) -> tuple[str, str, str] | None:
@@ -66,15 +92,17 @@ def find(exercise: str) -> tuple[str, dict] | None:
 
 
 def steps(assignment: str, exercise: str) -> list[str]:
-    """The step hints of one exercise, in the course's language."""
+    """The step hints of one exercise, in the course's language (:class:`Sealed`
+    where they are the hub's alone)."""
     context = f"{assignment}/{exercise}"
-    return [tell(h, context=context) for h in book()[assignment][exercise]["steps"]]
+    written = texts()[assignment][exercise]["steps"]
+    return [_translated(h, context) for h in written]
 
 
 def mistake_hint(assignment: str, exercise: str, key: str) -> str:
     """The hint written for one named misconception, in the course's language."""
-    text = book()[assignment][exercise]["mistakes"][key]["hint"]
-    return tell(text, context=f"{assignment}/{exercise}")
+    text = texts()[assignment][exercise]["mistakes"][key]
+    return _translated(text, f"{assignment}/{exercise}")
 
 
 def _pattern(sentence: str) -> re.Pattern:
@@ -167,14 +195,61 @@ def _resolve(start: str, verdicts: list[str]) -> str:
     return found[0]
 
 
+def public(data: dict) -> dict:
+    """What :func:`build` made, without the texts: ``hints.json``."""
+    return {
+        a: {
+            e: {
+                "tests": entry["tests"],
+                "hidden": entry["hidden"],
+                "steps": len(entry["steps"]),
+                "mistakes": {
+                    k: {"verdict": m["verdict"]} for k, m in entry["mistakes"].items()
+                },
+            }
+            for e, entry in exercises.items()
+        }
+        for a, exercises in data.items()
+    }
+
+
+def written(data: dict) -> dict:
+    """What :func:`build` made, the texts alone: ``hint_texts.json``."""
+    return {
+        a: {
+            e: {
+                "steps": entry["steps"],
+                "mistakes": {k: m["hint"] for k, m in entry["mistakes"].items()},
+            }
+            for e, entry in exercises.items()
+        }
+        for a, exercises in data.items()
+    }
+
+
 def text(data: dict) -> str:
-    """The exact text the package data is stored as."""
+    """The exact text a part of the package data is stored as."""
     return json.dumps(data, ensure_ascii=False, indent=1) + "\n"
 
 
-def template(data: dict):
-    """Every hint (context ``<assignment>/<exercise>``) and every sentence of the
-    hints and progress views, as a Babel catalog to translate (``hints.po``)."""
+def text_template(data: dict):
+    """Every hint (context ``<assignment>/<exercise>``) as a Babel catalog to
+    translate (``hinttexts.po``)."""
+    from babel.messages.catalog import Catalog
+
+    catalog = Catalog(project="attention-by-hand")
+    for assignment, exercises in data.items():
+        for exercise, entry in exercises.items():
+            context = f"{assignment}/{exercise}"
+            texts = entry["steps"] + [m["hint"] for m in entry["mistakes"].values()]
+            for hint in texts:
+                catalog.add(hint, context=context, locations=[(assignment, 0)])
+    return catalog
+
+
+def template():
+    """Every sentence of the hints and progress views, as a Babel catalog to
+    translate (``hints.po``)."""
     from babel.messages.catalog import Catalog
     from babel.messages.extract import extract_from_file
 
@@ -187,10 +262,4 @@ def template(data: dict):
         for lineno, message, _, context in found:
             if isinstance(message, str):
                 catalog.add(message, context=context, locations=[(name, lineno)])
-    for assignment, exercises in data.items():
-        for exercise, entry in exercises.items():
-            context = f"{assignment}/{exercise}"
-            texts = entry["steps"] + [m["hint"] for m in entry["mistakes"].values()]
-            for hint in texts:
-                catalog.add(hint, context=context, locations=[(assignment, 0)])
     return catalog

@@ -22,20 +22,37 @@ def _english_notebooks() -> dict:
 
 def test_every_exercise_has_three_steps_and_each_hint_a_translation():
     notebooks = _english_notebooks()
-    book = hintbook.book()
-    assert list(book) == list(notebooks)
+    book, texts = hintbook.book(), hintbook.texts()
+    assert list(book) == list(notebooks) == list(texts)
     for assignment, nb in notebooks.items():
         answers = [c.id for c in nb.cells if cells.is_answer(c)]
-        assert list(book[assignment]) == answers, assignment
-        assert all(len(book[assignment][a]["steps"]) >= 3 for a in answers)
-    found = catalogs.read_catalog(i18n.catalog_path("zh", "hints"))
-    done = catalogs.translations(found)
-    wanted = {(m.context, m.id) for m in hintbook.template(book) if m.id}
-    assert sorted(wanted - set(done)) == [], "run python -m course.authoring --catalog"
-    assert {(m.context, m.id) for m in found if m.id} == wanted
-    assert all(re.search("[\u4e00-\u9fff]", done[key]) for key in wanted)
-    path = i18n.catalog_path("zh", "hints").with_suffix(".mo")
-    assert catalogs.compile_catalog(found) == path.read_bytes()
+        assert list(book[assignment]) == answers == list(texts[assignment])
+        assert all(book[assignment][a]["steps"] >= 3 for a in answers)
+        assert all(
+            len(texts[assignment][a]["steps"]) == book[assignment][a]["steps"]
+            for a in answers
+        )
+    templates = {
+        "hints": hintbook.template(),
+        hintbook.TEXT_DOMAIN: hintbook.text_template(_built()),
+    }
+    for domain, template in templates.items():
+        found = catalogs.read_catalog(i18n.catalog_path("zh", domain))
+        done = catalogs.translations(found)
+        wanted = {(m.context, m.id) for m in template if m.id}
+        assert sorted(wanted - set(done)) == [], (
+            "run python -m course.authoring --catalog"
+        )
+        assert {(m.context, m.id) for m in found if m.id} == wanted
+        assert all(re.search("[\u4e00-\u9fff]", done[key]) for key in wanted)
+        path = i18n.catalog_path("zh", domain).with_suffix(".mo")
+        assert catalogs.compile_catalog(found) == path.read_bytes()
+
+
+def _built() -> dict:
+    """The hints as authoring builds them, texts and all."""
+    verdicts = [m.id for m in catalogs.verdict_template() if m.id]
+    return hintbook.build(_english_notebooks(), authoring.ROOT, verdicts)
 
 
 def _solution_lines(nb) -> set[str]:
@@ -61,15 +78,15 @@ def _leaks(hint: str, lines: set[str]) -> list[str]:
 
 def test_no_hint_holds_a_line_of_the_answer():
     done = catalogs.translations(
-        catalogs.read_catalog(i18n.catalog_path("zh", "hints"))
+        catalogs.read_catalog(i18n.catalog_path("zh", hintbook.TEXT_DOMAIN))
     )
     leaks = []
     for assignment, nb in _english_notebooks().items():
         lines = _solution_lines(nb)
         assert len(lines) >= 3, assignment
-        for exercise, entry in hintbook.book()[assignment].items():
+        for exercise, entry in hintbook.texts()[assignment].items():
             context = f"{assignment}/{exercise}"
-            texts = entry["steps"] + [m["hint"] for m in entry["mistakes"].values()]
+            texts = entry["steps"] + list(entry["mistakes"].values())
             for text in texts + [done[(context, t)] for t in texts]:
                 leaks += [f"{context}: {line}" for line in _leaks(text, lines)]
     assert leaks == []
@@ -86,7 +103,9 @@ def test_a_mistake_starts_exactly_one_sentence_of_the_checks(tmp_path):
     (tmp_path / "source" / A).mkdir(parents=True)
     toml = tmp_path / "source" / A / "hints.toml"
     toml.write_text(written)
-    assert hintbook.build(notebooks, tmp_path, verdicts) == {A: hintbook.book()[A]}
+    built = hintbook.build(notebooks, tmp_path, verdicts)
+    assert hintbook.public(built) == {A: hintbook.book()[A]}
+    assert hintbook.written(built) == {A: hintbook.texts()[A]}
     toml.write_text(written.replace('verdict = "rows do not sum', 'verdict = "rows'))
     with pytest.raises(ValueError, match="not one"):
         hintbook.build(notebooks, tmp_path, verdicts)
@@ -128,10 +147,8 @@ def test_the_named_mistake_comes_first_then_the_steps_in_order(work):
     store.record(A, "softmax", "fail", test="test_softmax_rows", mistake="wrong-dim")
     shown = [hints.hint("softmax", work=work) for _ in range(5)]
     assert [h.number for h in shown] == ["mistake:wrong-dim", "1", "2", "3", "3"]
-    assert (
-        shown[0].text == hintbook.book()[A]["softmax"]["mistakes"]["wrong-dim"]["hint"]
-    )
-    assert shown[1].text == hintbook.book()[A]["softmax"]["steps"][0]
+    assert shown[0].text == hintbook.texts()[A]["softmax"]["mistakes"]["wrong-dim"]
+    assert shown[1].text == hintbook.texts()[A]["softmax"]["steps"][0]
     assert "last hint" in shown[4].note
     assert "<code>dim</code>" in shown[2]._repr_html_()
     # Each request is an event: exercise, hint number, time.
