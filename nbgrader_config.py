@@ -61,10 +61,11 @@ c.GuardedExecute.memory_limit = 4.0  # GiB per kernel; peak use is under 1 GiB
 c.HintPolicy.available = True  # False: the hub gives no hints
 c.HintPolicy.points_per_hint = 0.0  # points of the exercise per hint (never < 0)
 c.HintPolicy.unlock = "on-request"  # or "after-failure": only once a test failed
-# Where `course grade` reads the record, charges it (negative extra credit on the
-# exercise's test cells, shown in formgrader) and counts it for the class report:
-# the service's URL, e.g. "http://127.0.0.1:8002" (COURSE_HINT_PORT of the hub).
-# Needed where hints cost points; run `course grade` in your hub server (its token).
+# Where `course grade` reads the record, charges it (each hint at the price it had
+# when given: negative extra credit on the exercise's test cells, shown in
+# formgrader; a cell's extra credit of 0 or more is yours and kept) and counts it
+# for the class report: the service's socket, e.g. "/run/course-hints/hints.sock"
+# (COURSE_HINT_SOCKET of the hub). Run `course grade` in your hub server (its token).
 c.HintPolicy.record = ""
 # Every kernel in a sandbox of its own (docs/security.md): an unprivileged user in
 # namespaces of its own that sees only what a notebook needs. "on" refuses to grade

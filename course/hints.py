@@ -24,7 +24,9 @@ from . import hintbook, progress
 from .i18n import tell
 
 ENV = "COURSE_HINTS"
-SERVICE_ENV = "COURSE_HINT_SERVICE"  # the hub's hint service, on the course's hub
+SERVICE_ENV = "COURSE_HINT_SERVICE"  # the hub's hint service: its Unix socket
+SERVICE_NAME = "course-hints"  # its name on the hub
+SERVICE_PREFIX = f"/services/{SERVICE_NAME}/"  # its routes
 TOKEN_ENV = "JUPYTERHUB_API_TOKEN"  # who asks: the student's server's token
 NBGRADER_ENV = "NBGRADER_EXECUTION"  # set while nbgrader validates or grades
 POLICIES = ("on-request", "after-failure")
@@ -185,29 +187,52 @@ def choose(
 
 def _from_service(asked: Asked) -> tuple[Hint, str | None]:
     """Ask the hub's hint service, which chooses, records and may charge."""
-    import urllib.error
-    import urllib.request
-
-    url = os.environ[SERVICE_ENV].rstrip("/") + "/api/hint"
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(asdict(asked)).encode(),
-        headers={
-            "Authorization": f"token {os.environ.get(TOKEN_ENV, '')}",
-            "Content-Type": "application/json",
-        },
-        method="POST",
-    )
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            answer = json.loads(response.read())
-    except urllib.error.HTTPError as error:  # refused: the policy says why
-        answer = json.loads(error.read() or b"{}")
-        if "hint" not in answer:
-            answer = {"hint": _unreachable(f"HTTP {error.code}"), "key": None}
-    except (OSError, ValueError) as error:
-        answer = {"hint": _unreachable(str(error)), "key": None}
-    return Hint(**answer["hint"]), answer["key"]
+        status, body = call_service(
+            os.environ[SERVICE_ENV],
+            "POST",
+            "hint",
+            token=os.environ.get(TOKEN_ENV, ""),
+            body=json.dumps(asdict(asked)).encode(),
+        )
+        answer = json.loads(body)
+        return Hint(**answer["hint"]), answer["key"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return Hint(**_unreachable(f"{error.__class__.__name__}: {error}")), None
+
+
+def call_service(
+    socket_path: str,
+    method: str,
+    route: str,
+    *,
+    token: str,
+    body: bytes | None = None,
+    timeout: float = 30,
+) -> tuple[int, bytes]:
+    """``(status, body)`` of one HTTP request to the hub's hint service, on its
+    Unix socket (in a folder only the hub's user can write: no other account can
+    stand in for it and be sent the token)."""
+    import http.client
+    import socket
+
+    class Connection(http.client.HTTPConnection):
+        def connect(self):
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(socket_path)
+
+    conn = Connection("localhost", timeout=timeout)
+    try:
+        headers = {
+            "Authorization": f"token {token}",
+            "Content-Type": "application/json",
+        }
+        conn.request(method, f"{SERVICE_PREFIX}api/{route}", body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
 
 
 def _unreachable(why: str) -> dict:

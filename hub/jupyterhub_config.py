@@ -12,9 +12,10 @@ Who is who (environment variables, read when the hub starts):
 * ``COURSE_LANG``: the class's language, ``en`` (default) or ``zh``: verdicts in
   every server, and JupyterLab's menus (the zh-CN language pack). A Chinese class
   also sets ``COURSE_ROOT`` to the Chinese edition, ``zh/``.
-* ``COURSE_HINT_PORT``: the port of the hint service, ``course-hints`` (default
-  8002): it serves every hint of the class and keeps the record of who asked
-  which (``hub/state/hints.sqlite``), by the policy in the course's
+* ``COURSE_HINT_SOCKET``: the Unix socket of the hint service, ``course-hints``
+  (default ``/run/course-hints/hints.sock``; its folder is the hub user's, 0755):
+  it serves every hint of the class and keeps the record of who asked which
+  (``hub/state/hints.sqlite``), by the policy in the course's
   ``nbgrader_config.py`` (``c.HintPolicy``); ``course grade`` reads it back.
 * ``OMP_NUM_THREADS``: torch threads per kernel (default 1: the class shares the
   machine's cores).
@@ -31,7 +32,7 @@ import sys
 from pathlib import Path
 
 from course import hints
-from course.grading import hintservice
+from course.grading import hintservice, private
 from course.grading.environment import TEMPLATES, threads
 from course.i18n import lab_settings, language
 
@@ -62,6 +63,12 @@ c.ConfigurableHTTPProxy.command = [
     str(HERE / "node_modules" / ".bin" / "configurable-http-proxy")
 ]
 STATE.mkdir(parents=True, exist_ok=True)
+# Every account runs the course's Python from this project: what is the instructor's
+# alone (solutions, hidden tests, the tests' answers, the class's work, the hints'
+# texts, this state) is made private from students as the hub starts.
+_secrets = private.secrets(project=HERE.parent, course_root=COURSE_ROOT, state=STATE)
+for _path in private.seal(_secrets):
+    print(f"course hub: {_path} made private from students", file=sys.stderr)
 c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.pid_file = str(STATE / "proxy.pid")
@@ -82,19 +89,25 @@ if LANG != "en":  # JupyterLab's menus in the class's language
     c.Spawner.args = [f"--LabApp.app_settings_dir={lab_settings(LANG)}"]
 
 
-# The hint service (course/grading/hintservice.py), run by the hub as its user:
-# kernels ask it with their server's token, which may reach it and nothing more.
-HINTS_URL = f"http://127.0.0.1:{os.environ.get('COURSE_HINT_PORT', '8002')}"
+# The hint service (course/grading/hintservice.py), run by the hub as its user, on
+# a Unix socket in a folder no other account can write: none can stand in for it.
+# Kernels ask it with their server's token, which may reach it and nothing more.
+HINT_SOCKET = Path(os.environ.get("COURSE_HINT_SOCKET", "/run/course-hints/hints.sock"))
+HINT_SOCKET.parent.mkdir(parents=True, exist_ok=True)
+HINT_SOCKET.parent.chmod(0o755)
+if HINT_SOCKET.parent.stat().st_uid != os.getuid():
+    raise SystemExit(f"{HINT_SOCKET.parent} must be the hub user's own folder")
 c.JupyterHub.services = [
     {
         "name": hintservice.NAME,
-        "url": HINTS_URL,
         "command": [sys.executable, "-m", "course.grading.hintservice"],
         "environment": {
             "COURSE_ROOT": str(COURSE_ROOT),
             "COURSE_LANG": LANG,
             "COURSE_INSTRUCTORS": " ".join(sorted(INSTRUCTORS)),
+            "PATH": f"{BIN}{os.pathsep}/usr/bin:/bin",
             hintservice.RECORD_ENV: str(STATE / "hints.sqlite"),
+            hintservice.SOCKET_ENV: str(HINT_SOCKET),
         },
     }
 ]
@@ -117,7 +130,7 @@ def course_roles(spawner) -> None:
             "JUPYTER_PATH": TEMPLATES,  # nbconvert's MathJax from the server, not a CDN
             "COURSE_EXCHANGE": EXCHANGE,
             "COURSE_LANG": LANG,  # the checks' verdicts
-            hints.SERVICE_ENV: f"{HINTS_URL}/services/{hintservice.NAME}",
+            hints.SERVICE_ENV: str(HINT_SOCKET),
             # One torch thread per kernel (unless OMP_NUM_THREADS says otherwise):
             # a class shares the cores.
             **threads(os.environ),

@@ -39,7 +39,7 @@ import services
 from browser import browser, run_cell
 from harness import fill, reference_answers
 
-from course import grading
+from course import grading, hintbook
 
 A01, A05 = "01_config", "05_softmax_and_scaling"
 COST = 0.5  # the class's policy: points of the exercise per hint
@@ -145,12 +145,12 @@ def classroom():
     exchange.chmod(0o777)
     python = Path(sys.executable).resolve()
     names = [TEACHER, ANA, BEN, CY]
-    hints = services.free_port()
+    hints = folder / "hint-service" / "hints.sock"  # a folder of root's, 0755
     env = {
         "COURSE_INSTRUCTORS": TEACHER,
         "COURSE_STUDENTS": f"{ANA} {BEN} {CY}",
         "COURSE_EXCHANGE": str(exchange),
-        "COURSE_HINT_PORT": str(hints),
+        "COURSE_HINT_SOCKET": str(hints),
     }
     with (
         services.reachable_by_all(python, Path(sys.base_prefix) / "lib"),
@@ -159,7 +159,7 @@ def classroom():
         course = grading.make_course(homes[TEACHER] / "course")
         with open(course / "nbgrader_config.py", "a") as config:  # the hint policy
             config.write(f"c.HintPolicy.points_per_hint = {COST}\n")
-            config.write(f"c.HintPolicy.record = 'http://127.0.0.1:{hints}'\n")
+            config.write(f"c.HintPolicy.record = '{hints}'\n")
         subprocess.run(["chown", "-R", TEACHER, course], check=True)
         env["COURSE_ROOT"] = str(course)
         with services.course_hub(folder, env) as url:
@@ -238,6 +238,11 @@ def _ana_asks_two_hints(room: Classroom, page) -> list[str]:
     page.screenshot(path=SHOTS / "student-hints-on-the-hub.png")
     page.keyboard.press("Control+s")
     return said
+
+
+def _can_read(user: str, path: Path) -> bool:
+    return subprocess.run([RUNUSER, "-u", user, "--", "cat", str(path)],
+                          capture_output=True).returncode == 0  # fmt: skip
 
 
 def _server_environment(user: str) -> dict[str, str]:
@@ -392,6 +397,17 @@ def test_release_submit_grade_feedback(classroom):
     steps["feedback read"] = time.monotonic() - started
     print("classroom flow, seconds from the start:", steps, graded, sep="\n")
 
+    # What the hub made private as it started: a student reads no solution, no
+    # hidden test, no hint text (they come from the service), no one's grades.
+    secrets = [
+        HERE / "source" / A01 / f"{A01}.py",
+        HERE / "tests" / "fixtures" / "a05.py",
+        hintbook.TEXTS,
+        room.course / "source" / A05 / f"{A05}.py",
+        room.course / "gradebook.db",
+    ]
+    assert [p for p in secrets if _can_read(ANA, p)] == []
+    assert _can_read(ANA, HERE / "course" / "checks" / "__init__.py")
     # Ana's JupyterLab: the student's tools only, no pop-up, nothing modified.
     assert "Nbgrader" in seen["menus"] and seen["dirty"] == 0, seen
     assert seen["instructor_tools"] == [], seen

@@ -1,8 +1,6 @@
 """Hints that cost points: charged into a real nbgrader gradebook as negative extra
 credit on the exercise's test cells, and counted in the class report."""
 
-from collections import Counter
-
 import pytest
 
 from course import hintbook
@@ -40,24 +38,39 @@ def _scores(url: str) -> dict[str, float]:
         return {s: gb.find_submission(A, s).score for s in ("ana", "ben")}
 
 
-def test_each_hint_costs_its_points_never_more_than_the_exercise_scored(gradebook):
-    counts = Counter({("ana", A, "count_parameters"): 3,
-                      ("ben", A, "count_parameters"): 4})  # fmt: skip
-    charged = hintcharge.charge(db_url=gradebook, counts=counts, points_per_hint=0.5)
+def test_each_hint_costs_its_price_never_more_than_the_exercise_scored(gradebook):
+    tally = {("ana", A, "count_parameters"): (3, 1.5),
+             ("ben", A, "count_parameters"): (4, 2.0)}  # fmt: skip
+    charged = hintcharge.charge(db_url=gradebook, tally=tally)
     assert charged == {("ana", A, "count_parameters"): 1.5,
                        ("ben", A, "count_parameters"): 1.0}  # fmt: skip
     assert _scores(gradebook) == {"ana": 0.5, "ben": 0.0}
     # Charged again (the next ``course grade``): the same, not twice as much.
-    hintcharge.charge(db_url=gradebook, counts=counts, points_per_hint=0.5)
+    hintcharge.charge(db_url=gradebook, tally=tally)
     assert _scores(gradebook) == {"ana": 0.5, "ben": 0.0}
 
 
+def test_an_instructor_s_waiver_stays(gradebook):
+    """Extra credit of zero or more on a cell is the instructor's: left as it is."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(gradebook) as gb:
+        gb.find_grade(TESTS[0], A, A, "ana").extra_credit = 0.0  # waived
+        gb.db.commit()
+    tally = {("ana", A, "count_parameters"): (3, 1.5)}
+    assert hintcharge.charge(db_url=gradebook, tally=tally) == {
+        ("ana", A, "count_parameters"): 1.0  # only what the other cell scored
+    }
+    assert _scores(gradebook)["ana"] == 1.0
+
+
 def test_the_class_report_counts_hints_per_exercise(tmp_path):
-    counts = Counter({("ana", A, "count_parameters"): 3,
-                      ("ben", A, "count_parameters"): 1,
-                      ("ben", A, "query_linear"): 2})  # fmt: skip
+    tally = {("ana", A, "count_parameters"): (3, 1.5),
+             ("ben", A, "count_parameters"): (1, 0.0),
+             ("ben", A, "query_linear"): (2, 0.0)}  # fmt: skip
     charged = {("ana", A, "count_parameters"): 1.5}
-    hintcharge.write(tmp_path, counts, charged)
+    path = hintcharge.write(tmp_path, tally, charged)
+    assert path.stat().st_mode & 0o777 == 0o600
     assert hintcharge.by_exercise(tmp_path, A) == {
         "count_parameters": (4, 2, 1.5),
         "query_linear": (2, 1, 0.0),
@@ -75,7 +88,7 @@ def test_costly_hints_without_a_record_charge_nothing_and_say_so(tmp_path):
     assert code == 1 and "no hint was charged" in said
     (tmp_path / "nbgrader_config.py").write_text(
         "c = get_config()\nc.HintPolicy.points_per_hint = 1.0\n"
-        "c.HintPolicy.record = 'http://127.0.0.1:9'\n"
+        f"c.HintPolicy.record = '{tmp_path / 'no.sock'}'\n"
     )
     code, said = hintcharge.settle(root=tmp_path, assignments=[A], db_url="sqlite://")
     assert code == 1 and "could not be read" in said

@@ -1,7 +1,15 @@
 """The hub's hint service, without the hub: what it gives, refuses and records
 (the hub itself, its tokens and a browser: tests/test_classroom.py)."""
 
+import os
+import pwd
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
+import services
 
 from course import hintbook, hints
 from course.grading import hintservice
@@ -34,6 +42,7 @@ def test_the_record_is_the_hub_s_alone_and_holds_each_hint(record):
         ("ana", "1"), ("ana", "2"), ("ana", "3"), ("ben", "1"),
     ]  # fmt: skip
     assert record.rows("01_config") == []
+    assert {r["cost"] for r in rows} == {0.0}  # free when given: free for good
 
 
 def test_the_mistake_the_kernel_names_comes_first(record):
@@ -44,12 +53,19 @@ def test_the_mistake_the_kernel_names_comes_first(record):
     assert _ask(record, policy, exercise="softmax", mistake="wrong-dim")[2] == "1"
 
 
-def test_a_hint_that_costs_says_so(record):
+def test_a_hint_that_costs_says_so_and_the_record_keeps_its_price(record):
     policy = HintPolicy(points_per_hint=0.5)
     _, hint, _ = _ask(record, policy, exercise="softmax")
     assert "costs 0.5 points" in hint["note"]
     _, again, key = _ask(record, policy, exercise="softmax", number=1)
     assert key is None and "costs" not in again["note"]  # shown again: free
+    _ask(record, HintPolicy(points_per_hint=2.0), exercise="softmax")
+    assert [r["cost"] for r in record.rows()] == [0.5, 2.0]
+
+
+def test_a_mistake_key_the_kernel_makes_up_is_no_mistake(record):
+    status, _, key = _ask(record, HintPolicy(), exercise="softmax", mistake="made-up")
+    assert (status, key) == (200, "1")
 
 
 def test_after_failure_the_service_waits_for_the_kernel_s_failed_test(record):
@@ -72,3 +88,27 @@ def test_a_request_s_body_is_read_strictly():
     assert asked == hints.Asked(exercise="softmax", number=2)
     with pytest.raises(ValueError):
         hintservice._asked(b'{"exercise": "softmax", "number": "two"}')
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a file as its owner (root)")
+def test_the_policy_is_read_as_its_file_s_owner_never_as_the_hub():
+    """The hub's user (root) never runs a file another account can write: the
+    course's nbgrader_config.py runs in a process of its owner."""
+    folder = Path(tempfile.mkdtemp(prefix="course-policy-"))
+    folder.chmod(0o755)
+    config = folder / "nbgrader_config.py"
+    config.write_text(
+        "import os\nc = get_config()\n"
+        "c.HintPolicy.points_per_hint = float(os.getuid())\n"
+        "c.HintPolicy.unlock = 'after-failure'\n"
+    )
+    shutil.chown(config, "nobody")
+    try:
+        with services.reachable_by_all(
+            Path(sys.executable), Path(sys.base_prefix) / "lib"
+        ):
+            policy = hintservice.policy_as_owner(folder)
+    finally:
+        shutil.rmtree(folder)
+    assert policy.points_per_hint == float(pwd.getpwnam("nobody").pw_uid)
+    assert policy.unlock == "after-failure"

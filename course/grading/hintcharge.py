@@ -5,10 +5,11 @@ gradebook, and writes ``reports/hints.csv`` for the class report.
 The record is the service's (:mod:`course.grading.hintservice`), never the
 student's own progress file: editing files in one's home changes no grade.
 
-A charge is the grade cells' *extra credit*, negative, where formgrader shows it
-(and an instructor may change it): for an exercise with ``n`` hints,
-``n * points_per_hint`` points, taken from its test cells in order, never more
-than the exercise scored. Charging again sets the same values: it adds nothing.
+A charge is the grade cells' *extra credit*, negative, where formgrader shows it:
+for an exercise, what its hints cost when each was given (the record keeps it),
+taken from its test cells in order, never more than the exercise scored.
+Charging again sets the same values: it adds nothing. A cell whose extra credit
+an instructor set to zero or more (a waiver, a bonus) is left as it is.
 """
 
 from __future__ import annotations
@@ -16,15 +17,12 @@ from __future__ import annotations
 import csv
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections import Counter
 from pathlib import Path
 
 from .. import hintbook
+from ..hints import call_service
 from .gradebook import tools_on_path
-from .hintservice import NAME
 from .settings import HintPolicy
 
 FILE = "hints.csv"  # in reports/: student, assignment, exercise, hints, charged
@@ -37,44 +35,46 @@ class Unreadable(Exception):
     """The hint service's record could not be read."""
 
 
-def read(policy: HintPolicy, assignments: list[str], *, token: str = "") -> Counter:
-    """``Counter({(student, assignment, exercise): hints})`` from the service that
-    ``policy.record`` names, asked with ``token`` (default: ``JUPYTERHUB_API_TOKEN``,
-    an instructor's)."""
+def read(policy: HintPolicy, assignments: list[str], *, token: str = "") -> dict:
+    """``{(student, assignment, exercise): (hints, cost)}`` from the service whose
+    socket ``policy.record`` names, asked with ``token`` (default:
+    ``JUPYTERHUB_API_TOKEN``, an instructor's)."""
     token = token or os.environ.get(TOKEN_ENV, "")
-    counts: Counter = Counter()
+    tally: dict[Key, tuple[int, float]] = {}
     for assignment in assignments:
-        query = urllib.parse.urlencode({"assignment": assignment})
-        url = f"{policy.record.rstrip('/')}/services/{NAME}/api/record?{query}"
-        request = urllib.request.Request(
-            url, headers={"Authorization": f"token {token}"}
-        )
+        route = "record?" + urllib.parse.urlencode({"assignment": assignment})
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                rows = json.loads(response.read())["rows"]
+            status, body = call_service(policy.record, "GET", route, token=token)
+            if status != 200:
+                raise ValueError(f"HTTP {status}")
+            rows = json.loads(body)["rows"]
         except (OSError, ValueError, KeyError) as error:
-            raise Unreadable(f"{url}: {error}") from None
-        counts.update((r["student"], r["assignment"], r["exercise"]) for r in rows)
-    return counts
+            raise Unreadable(f"{policy.record}: {error}") from None
+        for r in rows:
+            key = (r["student"], r["assignment"], r["exercise"])
+            hints, cost = tally.get(key, (0, 0.0))
+            tally[key] = (hints + 1, cost + float(r["cost"]))
+    return tally
 
 
-def charge(*, db_url: str, counts: Counter, points_per_hint: float) -> dict:
-    """Charge the hints into the gradebook at ``db_url``; return ``{key: points
-    charged}`` (what the exercise's score allowed)."""
+def charge(*, db_url: str, tally: dict) -> dict:
+    """Charge what the hints cost into the gradebook at ``db_url``; return
+    ``{key: points charged}`` (what the exercise's score allowed)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     charged = {}
     with tools_on_path(), Gradebook(db_url) as gb:
-        for (student, assignment, exercise), n in sorted(counts.items()):
+        for (student, assignment, exercise), (_, cost) in sorted(tally.items()):
             tests = hintbook.book().get(assignment, {}).get(exercise, {}).get("tests")
-            left = n * points_per_hint
             grades = []
             for test in tests or []:
                 try:
-                    grades.append(gb.find_grade(test, assignment, assignment, student))
+                    grade = gb.find_grade(test, assignment, assignment, student)
                 except MissingEntry:  # not submitted, or not graded
                     continue
-            total = 0.0
+                if grade.extra_credit is None or grade.extra_credit < 0:
+                    grades.append(grade)  # not the instructor's own
+            left, total = cost, 0.0
             for grade in grades:
                 base = grade.manual_score
                 base = grade.auto_score if base is None else base
@@ -88,14 +88,16 @@ def charge(*, db_url: str, counts: Counter, points_per_hint: float) -> dict:
     return charged
 
 
-def write(out: Path, counts: Counter, charged: dict) -> Path:
-    """``out/hints.csv``: one row per student and exercise with hints."""
+def write(out: Path, tally: dict, charged: dict) -> Path:
+    """``out/hints.csv`` (the instructor's alone, 0600): one row per student and
+    exercise with hints."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / FILE
-    with open(path, "w", newline="") as f:
+    descriptor = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+    with open(descriptor, "w", newline="") as f:
         rows = csv.writer(f)
         rows.writerow(["student", "assignment", "exercise", "hints", "charged"])
-        for key, n in sorted(counts.items()):
+        for key, (n, _) in sorted(tally.items()):
             rows.writerow([*key, n, f"{charged.get(key, 0.0):g}"])
     return path
 
@@ -135,16 +137,10 @@ def settle(*, root: Path, assignments: list[str], db_url: str) -> tuple[int, str
             )
         return 0, ""
     try:
-        counts = read(policy, assignments)
+        tally = read(policy, assignments)
     except Unreadable as error:
         return 1, f"no hint was charged: the hint record could not be read ({error})"
-    charged = {}
-    if policy.points_per_hint:
-        charged = charge(
-            db_url=db_url, counts=counts, points_per_hint=policy.points_per_hint
-        )
-    path = write(root / "reports", counts, charged)
-    return 0, (
-        f"hints: {sum(counts.values())} asked, {sum(charged.values()):g} points "
-        f"charged ({policy.points_per_hint:g} a hint): {path}"
-    )
+    charged = charge(db_url=db_url, tally=tally)
+    path = write(root / "reports", tally, charged)
+    asked = sum(n for n, _ in tally.values())
+    return 0, f"hints: {asked} asked, {sum(charged.values()):g} points charged: {path}"

@@ -2,16 +2,21 @@
 record of who asked which, where no student can edit it.
 
 JupyterHub starts it (``hub/jupyterhub_config.py``, a managed service named
-``course-hints``) as the hub's own user. A student's kernel asks it with the
-student's server token (:func:`course.hints.hint`); the hub says who that is. The
-service applies the instructor's :class:`~course.grading.settings.HintPolicy`
-(from the course's ``nbgrader_config.py``), chooses the hint as a student alone
-gets it (:func:`course.hints.choose`), and records it in its own SQLite file
-(``COURSE_HINT_RECORD``). ``course grade`` reads the record back as an instructor
-(``GET api/record``) and charges what the policy says.
+``course-hints``) as the hub's own user. It listens on a Unix socket in a folder
+only that user can write (``COURSE_HINT_SOCKET``): no other account can take its
+place and be sent a token, as one could on a loopback port. A student's kernel
+asks it with the student's server token (:func:`course.hints.hint`); the hub says
+who that is. The service applies the instructor's
+:class:`~course.grading.settings.HintPolicy` (the course's ``nbgrader_config.py``,
+run as the file's owner, never as the hub's user), chooses the hint as a student
+alone gets it (:func:`course.hints.choose`), and records it, with what it costs
+then, in its own SQLite file (``COURSE_HINT_RECORD``, mode 0600). ``course
+grade`` reads the record back as an instructor (``GET api/record``) and charges it.
 
 The student's kernel says which mistake its latest test named and whether a test
-failed since the last hint: those choose which hint comes, never what one costs.
+failed since the last hint: those choose which hint comes (the ``after-failure``
+rule is advice, not a lock), never what one costs. A request body is at most
+64 KiB, and an idle connection is closed after a minute.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import contextlib
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -28,11 +35,14 @@ from .. import hintbook, hints
 from ..i18n import tell
 from .settings import HintPolicy, hint_policy
 
-NAME = "course-hints"
+NAME = hints.SERVICE_NAME
 RECORD_ENV = "COURSE_HINT_RECORD"  # the record's SQLite file
+SOCKET_ENV = "COURSE_HINT_SOCKET"  # where it listens
+MAX_BODY = 64 << 10  # bytes of a request's body
+POLICY_SECONDS = 10.0  # the policy is read again after this long
 SCHEMA = """CREATE TABLE IF NOT EXISTS hints (time REAL NOT NULL,
     student TEXT NOT NULL, assignment TEXT NOT NULL, exercise TEXT NOT NULL,
-    hint TEXT NOT NULL)"""
+    hint TEXT NOT NULL, cost REAL NOT NULL)"""
 
 
 class Record:
@@ -41,21 +51,23 @@ class Record:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect():
-            pass
-        self.path.chmod(0o600)  # the hub's user's alone
+        if not self.path.exists():  # made the hub's user's alone, from the start
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        self.path.chmod(0o600)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=10)
         db.execute(SCHEMA)
         return db
 
-    def add(self, *, student: str, assignment: str, exercise: str, key: str) -> None:
-        """Record one hint given."""
+    def add(
+        self, *, student: str, assignment: str, exercise: str, key: str, cost: float
+    ) -> None:
+        """Record one hint given, and the points it cost when it was given."""
         with contextlib.closing(self._connect()) as db, db:
             db.execute(
-                "INSERT INTO hints VALUES (?, ?, ?, ?, ?)",
-                (time.time(), student, assignment, exercise, key),
+                "INSERT INTO hints VALUES (?, ?, ?, ?, ?, ?)",
+                (time.time(), student, assignment, exercise, key, cost),
             )
 
     def shown(self, *, student: str, exercise: str) -> list[str]:
@@ -70,7 +82,7 @@ class Record:
 
     def rows(self, assignment: str | None = None) -> list[dict]:
         """Every hint given (of one assignment): time, student, assignment,
-        exercise, hint."""
+        exercise, hint, cost."""
         where, args = (
             ("WHERE assignment = ?", (assignment,)) if assignment else ("", ())
         )
@@ -102,7 +114,9 @@ def give(
             tell("No exercise {exercise}.", exercise=asked.exercise),
             tell("The exercise ids are the names you write, e.g. `softmax`."),
         )
-    assignment, _ = found
+    assignment, entry = found
+    if asked.mistake not in entry["mistakes"]:  # a key the kernel made up: none
+        asked = hints.Asked(**{**asdict(asked), "mistake": None})
     shown = record.shown(student=student, exercise=asked.exercise)
     hint, key = hints.choose(
         asked,
@@ -113,7 +127,11 @@ def give(
     )
     if key is not None:
         record.add(
-            student=student, assignment=assignment, exercise=asked.exercise, key=key
+            student=student,
+            assignment=assignment,
+            exercise=asked.exercise,
+            key=key,
+            cost=policy.points_per_hint,
         )
     return 200, {"hint": asdict(hint), "key": key}
 
@@ -130,15 +148,55 @@ def _asked(body: bytes) -> hints.Asked:
     )
 
 
-def app(*, record: Record, root: Path, instructors: set[str]):
-    """The service's tornado application."""
+def policy_as_owner(root: Path) -> HintPolicy:
+    """The policy in ``root``'s ``nbgrader_config.py``, read by a process of the
+    file's owner: the hub's user never runs a file another account can write."""
+    config = Path(root) / "nbgrader_config.py"
+    owner = config.stat().st_uid if config.exists() else os.getuid()
+    if owner == os.getuid():
+        return hint_policy(root)
+    import pwd
+
+    account = pwd.getpwuid(owner)
+    code = (
+        "import json, sys; from course.grading.settings import hint_policy; "
+        "p = hint_policy(sys.argv[1]); "
+        "print(json.dumps({k: getattr(p, k) for k in p.trait_names(config=True)}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(root)],
+        user=owner,
+        group=account.pw_gid,
+        extra_groups=[],
+        env={"PATH": os.environ.get("PATH", ""), "HOME": account.pw_dir},
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return HintPolicy(**json.loads(proc.stdout))
+
+
+class Policies:
+    """The course's policy, read again once :data:`POLICY_SECONDS` have passed."""
+
+    def __init__(self, root: Path):
+        self.root, self.read_at, self.policy = Path(root), float("-inf"), None
+
+    def __call__(self) -> HintPolicy:
+        if time.monotonic() - self.read_at > POLICY_SECONDS:
+            self.policy, self.read_at = policy_as_owner(self.root), time.monotonic()
+        return self.policy
+
+
+def app(*, record: Record, policies, instructors: set[str]):
+    """The service's tornado application (``policies()``: the policy now)."""
     from jupyterhub.services.auth import HubAuthenticated
-    from jupyterhub.utils import url_path_join
     from tornado import web
 
     class Base(HubAuthenticated, web.RequestHandler):
-        def policy(self) -> HintPolicy:  # read at each request: the file may change
-            return hint_policy(root)
+        pass
 
     class Hint(Base):
         @web.authenticated
@@ -148,7 +206,7 @@ def app(*, record: Record, root: Path, instructors: set[str]):
             except (ValueError, TypeError) as error:
                 raise web.HTTPError(400, str(error)) from None
             status, answer = give(
-                record, self.policy(), student=self.current_user["name"], asked=asked
+                record, policies(), student=self.current_user["name"], asked=asked
             )
             self.set_status(status)
             self.write(answer)
@@ -158,41 +216,41 @@ def app(*, record: Record, root: Path, instructors: set[str]):
         def get(self):
             if self.current_user["name"] not in instructors:
                 raise web.HTTPError(403, "instructors only")
-            policy = self.policy()
-            self.write(
-                {
-                    "policy": {
-                        "available": policy.available,
-                        "points_per_hint": policy.points_per_hint,
-                        "unlock": policy.unlock,
-                    },
-                    "rows": record.rows(self.get_argument("assignment", None)),
-                }
-            )
+            rows = record.rows(self.get_argument("assignment", None))
+            self.write({"rows": rows})
 
-    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{NAME}/")
-    return web.Application(
-        [
-            (url_path_join(prefix, "api/hint"), Hint),
-            (url_path_join(prefix, "api/record"), Log),
-        ]
-    )
+    prefix = hints.SERVICE_PREFIX
+    return web.Application([(f"{prefix}api/hint", Hint), (f"{prefix}api/record", Log)])
+
+
+def _more_files() -> None:
+    """As many open files as the system allows this process: each connection is
+    one, and a class opens many."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def main() -> None:
-    """Serve on the URL JupyterHub gives the service."""
+    """Serve on the Unix socket ``COURSE_HINT_SOCKET``."""
     import asyncio
-    from urllib.parse import urlparse
 
-    url = urlparse(os.environ["JUPYTERHUB_SERVICE_URL"])
+    from tornado.httpserver import HTTPServer
+    from tornado.netutil import bind_unix_socket
+
+    os.umask(0o077)
+    _more_files()
     root = Path(os.environ["COURSE_ROOT"])
     instructors = set(os.environ.get("COURSE_INSTRUCTORS", "").split())
     record = Record(Path(os.environ[RECORD_ENV]))
+    service = app(record=record, policies=Policies(root), instructors=instructors)
 
     async def serve() -> None:
-        app(record=record, root=root, instructors=instructors).listen(
-            url.port, url.hostname
+        server = HTTPServer(
+            service, max_body_size=MAX_BODY, idle_connection_timeout=60, body_timeout=10
         )
+        server.add_socket(bind_unix_socket(os.environ[SOCKET_ENV], mode=0o666))
         await asyncio.Event().wait()
 
     asyncio.run(serve())

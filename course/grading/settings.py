@@ -167,8 +167,9 @@ class HintPolicy(Configurable):
     ).tag(config=True)
     record = Unicode(
         "",
-        help="The hint service's URL (e.g. http://127.0.0.1:8002): where "
-        "`course grade` reads who asked which hint. Needed where hints cost points.",
+        help="The hint service's Unix socket (e.g. /run/course-hints/hints.sock): "
+        "where `course grade` reads who asked which hint. Needed where hints cost "
+        "points.",
     ).tag(config=True)
 
 

@@ -1,0 +1,74 @@
+"""What the students of a course hub must not read, and making it so.
+
+On the hub every account runs the course's Python from the project folder (its
+virtual environment, its ``course`` package): the folder is readable by all. Parts
+of it are the instructor's alone: the solutions and hidden tests (``source/``, and
+the tests' own correct and wrong answers, ``tests/``), the history that holds them
+(``.git``), the class's work and grades, and the hints' texts, which on the hub
+come only from its hint service (:mod:`course.grading.hintservice`), whose
+record is what a hint costs. :func:`seal`, called by the hub as it starts (as
+root), takes every permission of "others" from each of them.
+
+Only the mode bits are read: an access control list or a shared group that gives
+students more is the administrator's to remove.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .. import hintbook, i18n
+
+#: The instructor's parts of a course folder (and of each edition's).
+INSTRUCTOR = (
+    "source",
+    "submitted",
+    "autograded",
+    "feedback",
+    "reports",
+    "gradebook.db",
+)
+#: The project's own: the tests' answers, the bench's, and the history.
+PROJECT = (".git", "tests", "bench")
+
+
+def secrets(*, project: Path, course_root: Path, state: Path) -> list[Path]:
+    """What students must not read: of the project (and its Chinese edition),
+    of the course folder the instructor grades in (all of it, where it is not the
+    project's: a gradebook made later is private too), the hub's state, the
+    hints' texts. Those that exist."""
+    project, course_root = Path(project), Path(course_root)
+    roots = {project, project / "zh", course_root}
+    paths = [root / name for root in sorted(roots) for name in INSTRUCTOR]
+    if course_root not in (project, project / "zh"):  # a folder of the instructor's:
+        paths.append(course_root)  # all of it, what it will hold too
+    paths += [Path(project) / name for name in PROJECT]
+    paths += [Path(state), hintbook.TEXTS]
+    for lang in i18n.LOCALES:
+        if lang != "en":
+            po = i18n.catalog_path(lang, hintbook.TEXT_DOMAIN)
+            paths += [po, po.with_suffix(".mo")]
+    return [p for p in paths if p.exists()]
+
+
+def readable_by_others(path: Path) -> bool:
+    """Whether an account that is neither the owner nor in the group can read
+    ``path``: it is readable by others and every folder above it searchable."""
+    path = Path(path).resolve()
+    if not path.stat().st_mode & stat.S_IROTH:
+        return False
+    return all(p.stat().st_mode & stat.S_IXOTH for p in path.parents)
+
+
+def seal(paths: list[Path]) -> list[Path]:
+    """Take every permission of others from each path that others can read;
+    return those changed. (A folder sealed seals all below it.)"""
+    changed = []
+    for path in paths:
+        if readable_by_others(path):
+            mode = stat.S_IMODE(path.stat().st_mode)
+            os.chmod(path, mode & ~stat.S_IRWXO)
+            changed.append(path)
+    return changed
