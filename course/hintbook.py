@@ -255,7 +255,7 @@ def template():
 
     catalog = Catalog(project="attention-by-hand")
     here = Path(__file__).resolve().parent
-    for name in ("hints.py", "progress.py", "grading/hintservice.py"):
+    for name in ("hints.py", "hubhints.py", "progress.py", "grading/hintservice.py"):
         found = extract_from_file(
             "python", here / name, keywords={"tell": None, "N_": None}
         )

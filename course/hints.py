@@ -14,20 +14,15 @@ Importing this module in a kernel starts recording its exercise cells
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import hintbook, progress
+from . import hintbook, hubhints, progress
 from .i18n import tell
 
 ENV = "COURSE_HINTS"
-SERVICE_ENV = "COURSE_HINT_SERVICE"  # the hub's hint service: its Unix socket
-SERVICE_NAME = "course-hints"  # its name on the hub
-SERVICE_PREFIX = f"/services/{SERVICE_NAME}/"  # its routes
-TOKEN_ENV = "JUPYTERHUB_API_TOKEN"  # who asks: the student's server's token
 NBGRADER_ENV = "NBGRADER_EXECUTION"  # set while nbgrader validates or grades
 POLICIES = ("on-request", "after-failure")
 
@@ -124,7 +119,7 @@ def hint(
         mistake=_last_mistake(mine),
         failed_since=_failed_since(mine),
     )
-    if os.environ.get(SERVICE_ENV):
+    if os.environ.get(hubhints.SERVICE_ENV):
         shown, key = _from_service(asked)
     else:
         try:
@@ -187,63 +182,8 @@ def choose(
 
 def _from_service(asked: Asked) -> tuple[Hint, str | None]:
     """Ask the hub's hint service, which chooses, records and may charge."""
-    try:
-        status, body = call_service(
-            os.environ[SERVICE_ENV],
-            "POST",
-            "hint",
-            token=os.environ.get(TOKEN_ENV, ""),
-            body=json.dumps(asdict(asked)).encode(),
-        )
-        answer = json.loads(body)
-        return Hint(**answer["hint"]), answer["key"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        return Hint(**_unreachable(f"{error.__class__.__name__}: {error}")), None
-
-
-def call_service(
-    socket_path: str,
-    method: str,
-    route: str,
-    *,
-    token: str,
-    body: bytes | None = None,
-    timeout: float = 30,
-) -> tuple[int, bytes]:
-    """``(status, body)`` of one HTTP request to the hub's hint service, on its
-    Unix socket (in a folder only the hub's user can write: no other account can
-    stand in for it and be sent the token)."""
-    import http.client
-    import socket
-
-    class Connection(http.client.HTTPConnection):
-        def connect(self):
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.settimeout(timeout)
-            self.sock.connect(socket_path)
-
-    conn = Connection("localhost", timeout=timeout)
-    try:
-        headers = {
-            "Authorization": f"token {token}",
-            "Content-Type": "application/json",
-        }
-        conn.request(method, f"{SERVICE_PREFIX}api/{route}", body=body, headers=headers)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
-def _unreachable(why: str) -> dict:
-    return asdict(
-        Hint(
-            "",
-            tell("The course's hint service did not answer."),
-            tell("Try again in a minute; if it goes on, tell your instructor."),
-            why,
-        )
-    )
+    answer = hubhints.ask(asdict(asked))
+    return Hint(**answer["hint"]), answer["key"]
 
 
 def _shown(mine) -> list[str]:

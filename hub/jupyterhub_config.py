@@ -31,7 +31,7 @@ import os
 import sys
 from pathlib import Path
 
-from course import hints
+from course import hubhints
 from course.grading import hintservice, private
 from course.grading.environment import TEMPLATES, threads
 from course.i18n import lab_settings, language
@@ -130,7 +130,7 @@ def course_roles(spawner) -> None:
             "JUPYTER_PATH": TEMPLATES,  # nbconvert's MathJax from the server, not a CDN
             "COURSE_EXCHANGE": EXCHANGE,
             "COURSE_LANG": LANG,  # the checks' verdicts
-            hints.SERVICE_ENV: str(HINT_SOCKET),
+            hubhints.SERVICE_ENV: str(HINT_SOCKET),
             # One torch thread per kernel (unless OMP_NUM_THREADS says otherwise):
             # a class shares the cores.
             **threads(os.environ),

@@ -16,11 +16,18 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import fixture_module
+from harness import definitions, fixture_module, reference_answers
 from torch import nn
 
-from course import models
-from course.checks import CheckFailed, chunked, debugging, pictures, positions
+from course import data, models
+from course.checks import (
+    CheckFailed,
+    chunked,
+    debugging,
+    pictures,
+    positions,
+    transformer_runs,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -195,6 +202,43 @@ def test_heads_cost_the_flops_of_one_big_head_and_h_times_its_memory(course_mode
     says("03_head_slicing", "H times as many numbers as one big head would keep")
     says("03_head_slicing", "Tq and Tk may differ")
     assert "Tq ≠ Tk" not in prose("03_head_slicing")
+
+
+def _cell_after(assignment: str, marker: str) -> str:
+    """The code cell of the percent file that starts with the line ``marker``."""
+    text = (ROOT / "source" / assignment / f"{assignment}.py").read_text("utf-8")
+    cell = next(c for c in text.split("# %%") if c.split("\n", 1)[1].startswith(marker))
+    return cell.split("\n", 1)[1]
+
+
+def test_03_s_picture_splits_the_query_weight_into_h_blocks_of_d_rows(
+    course_model, monkeypatch
+):
+    """What the sentence above 03's picture says it shows: layer 0's query weight,
+    (D, D), and red lines between H row blocks of d rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    a = "03_head_slicing"
+    H, D = course_model.config.num_attention_heads, course_model.config.hidden_size
+    code = _cell_after(a, "W = model.encoder.layer[0].attention.self.query.weight")
+    scope = {"model": course_model, "plt": plt, "H": H, "D": D, "d": D // H}
+    monkeypatch.setattr(plt, "show", lambda: None)  # the figure stays to be read
+    exec(code, scope)  # noqa: S102 - the notebook's own cell
+    ax = scope["ax"]
+    shown = ax.get_images()[0].get_array()
+    query = course_model.encoder.layer[0].attention.self.query.weight
+    assert tuple(shown.shape) == (D, D) and torch.equal(
+        torch.as_tensor(shown.data), query.detach()
+    )
+    lines = [ln for ln in ax.get_lines() if ln.get_color() == "red"]
+    rows = sorted(ln.get_ydata()[0] + 0.5 for ln in lines)
+    assert rows == [h * (D // H) for h in range(1, H)]
+    plt.close("all")
+    says(a, "The picture below is layer 0's query weight, (D, D). The red lines")
+    says(a, "rows into H blocks of d rows: one block per head.")
 
 
 # 06 §1: the additive mask, then and now
@@ -650,3 +694,29 @@ def test_in_layer_0_head_0_the_two_banks_look_alike(embedded_model):
         "05_softmax_and_scaling",
         'in layer 0, head 0 the two rows of "bank" are still nearly the same',
     )
+
+
+# 09 §3: without positions, the echo task's best guess
+
+
+def _most_frequent_earlier_token(rows: int = 20_000) -> float:
+    """The accuracy of the best a model without positions can do on the echo
+    task, by simulation of the task itself: at each position, guess the token most
+    frequent among those before it (the target is one of them, and which one
+    cannot be told without positions)."""
+    tokens, _ = data.echo_task(rows, torch.Generator().manual_seed(0))
+    rates = []
+    for t in range(data.ECHO_LAG, data.ECHO_LEN):
+        counts = F.one_hot(tokens[:, :t], data.ECHO_VOCAB).sum(1)  # (rows, vocab)
+        rates.append((counts.max(1).values / t).double().mean().item())
+    return sum(rates) / len(rates)
+
+
+def test_without_positions_09_s_model_guesses_the_most_frequent_earlier_token():
+    best = _most_frequent_earlier_token()
+    says("09_build_a_transformer", f"about {round(100 * best)}% here")
+    a = "09_build_a_transformer"
+    assert f"约为 {round(100 * best)}%" in chinese(a)
+    train = definitions(ROOT, a, reference_answers(ROOT, a))["train_tiny_transformer"]
+    model, _ = train(0, use_positions=False)
+    assert abs(transformer_runs._held_out_accuracy(model, 1) - best) < 0.03

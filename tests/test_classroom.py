@@ -233,7 +233,7 @@ def _ana_asks_two_hints(room: Classroom, page) -> list[str]:
     page.wait_for_selector(
         ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120000
     )
-    run_cell(page, 0, shots=SHOTS)
+    run_cell(page, 0, timeout=300000, shots=SHOTS)  # a loaded machine: slow imports
     said = [run_cell(page, i, "Hint", shots=SHOTS) for i in (1, 2)]
     page.screenshot(path=SHOTS / "student-hints-on-the-hub.png")
     page.keyboard.press("Control+s")

@@ -21,7 +21,7 @@ import urllib.parse
 from pathlib import Path
 
 from .. import hintbook
-from ..hints import call_service
+from ..hubhints import call_service
 from .gradebook import tools_on_path
 from .settings import HintPolicy
 

@@ -31,11 +31,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from .. import hintbook, hints
+from .. import hintbook, hints, hubhints
 from ..i18n import tell
 from .settings import HintPolicy, hint_policy
 
-NAME = hints.SERVICE_NAME
+NAME = hubhints.SERVICE_NAME
 RECORD_ENV = "COURSE_HINT_RECORD"  # the record's SQLite file
 SOCKET_ENV = "COURSE_HINT_SOCKET"  # where it listens
 MAX_BODY = 64 << 10  # bytes of a request's body
@@ -219,7 +219,7 @@ def app(*, record: Record, policies, instructors: set[str]):
             rows = record.rows(self.get_argument("assignment", None))
             self.write({"rows": rows})
 
-    prefix = hints.SERVICE_PREFIX
+    prefix = hubhints.SERVICE_PREFIX
     return web.Application([(f"{prefix}api/hint", Hint), (f"{prefix}api/record", Log)])
 
 
