@@ -62,29 +62,31 @@ def init(staging: str, policy: Policy, *, uid: int | None, ipc: str | None) -> N
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
-    asks, answers = (os.pipe(), os.pipe()) if ipc else ((-1, -1), (-1, -1))
+    # The seal's pipes (an IPC folder only): the kernel asks, the init answers.
+    asks, answers = (os.pipe(), os.pipe()) if ipc else (None, None)
     kernel = os.fork()
     if kernel == 0:
-        for fd in (asks[0], answers[1]):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        _become_kernel(policy, uid=uid, ends=(asks[1], answers[0]))
+        if ipc:
+            os.close(asks[0])
+            os.close(answers[1])
+        _become_kernel(policy, uid=uid, ends=(asks[1], answers[0]) if ipc else None)
         return
     lockdown.set_dumpable(False)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda s, _: _signal(kernel, s))
-    sealed = ipc is not None and _await_seal(asks[0], ipc, kernel)
-    for fd in (*asks, answers[0]):
-        with contextlib.suppress(OSError):
+    sealed = False
+    if ipc:
+        sealed = _await_seal(asks[0], ipc, kernel)
+        for fd in (*asks, answers[0]):
             os.close(fd)
     lockdown.drop_privileges(uid, uid)
     lockdown.die_with_parent()  # a change of uid cleared it
     lockdown.set_dumpable(False)
     if os.getppid() == 1:  # the keeper is already gone
         os._exit(1)
-    if sealed:
-        os.write(answers[1], b"k")
-    with contextlib.suppress(OSError):
+    if ipc:
+        if sealed:
+            os.write(answers[1], b"k")
         os.close(answers[1])
     while True:
         try:
@@ -95,9 +97,11 @@ def init(staging: str, policy: Policy, *, uid: int | None, ipc: str | None) -> N
             os._exit(max(0, os.waitstatus_to_exitcode(status)))
 
 
-def _become_kernel(policy: Policy, *, uid: int | None, ends: tuple[int, int]) -> None:
+def _become_kernel(
+    policy: Policy, *, uid: int | None, ends: tuple[int, int] | None
+) -> None:
     """In the kernel, before any of its code: no privilege, its limits, and the
-    ends of the seal's pipes for :func:`seal` (``-1``: nothing to seal)."""
+    ends of the seal's pipes for :func:`seal` (``None``: nothing to seal)."""
     lockdown.drop_privileges(uid, uid)
     lockdown.set_dumpable(True)  # the kernel's /proc is its own; init's is not
     for signum in (signal.SIGTERM, signal.SIGHUP):
@@ -108,7 +112,7 @@ def _become_kernel(policy: Policy, *, uid: int | None, ends: tuple[int, int]) ->
         file_size=policy.file_size,
         processes=policy.processes if uid is not None else None,
     )
-    if ends[0] >= 0:
+    if ends is not None:
         for fd in ends:
             os.set_inheritable(fd, True)  # a cold kernel execs ipykernel
         os.environ[SEAL_ENV] = f"{ends[0]},{ends[1]}"
