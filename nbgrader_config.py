@@ -86,6 +86,7 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbgrader.preprocessors.ClearMarkScheme",
     "course.grading.feedback.RedactTestCells",
+    "course.grading.feedback.ExplainHintCharges",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
@@ -93,4 +94,5 @@ c.GenerateFeedback.preprocessors = [
 c.HTMLExporter.preprocessors = [
     "course.grading.feedback.ScrubHiddenTests",
     "course.grading.feedback.RedactTestCells",
+    "course.grading.feedback.ExplainHintCharges",
 ]

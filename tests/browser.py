@@ -84,7 +84,12 @@ def run_cell(
             break
         except Exception:  # noqa: BLE001 - not started: ask again
             continue
-    page.wait_for_function(PROMPT, arg=[index, before, True], timeout=timeout)
+    try:
+        page.wait_for_function(PROMPT, arg=[index, before, True], timeout=timeout)
+    except Exception:
+        if shots is not None:
+            page.screenshot(path=str(shots / f"not-done-cell-{index}.png"))
+        raise
     out = cell(page, index).locator(".jp-OutputArea")
     if not expect:
         return out.inner_text()

@@ -162,8 +162,12 @@ def classroom():
             config.write(f"c.HintPolicy.record = '{hints}'\n")
         subprocess.run(["chown", "-R", TEACHER, course], check=True)
         env["COURSE_ROOT"] = str(course)
-        with services.course_hub(folder, env) as url:
-            yield Classroom(folder, homes, url)
+        try:
+            with services.course_hub(folder, env) as url:
+                yield Classroom(folder, homes, url)
+        finally:  # the hub's log, for a failure to be read
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(folder / "hub.log", SHOTS / "hub.log")
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -437,6 +441,8 @@ def test_release_submit_grade_feedback(classroom):
     assert f"flagged {CY}/{A05}" in graded, graded
     assert "KeyboardInterrupt" in flagged
     assert "\\operatorname{softmax}" not in flagged  # typeset, not raw TeX
+    # Ana's feedback says what her hints took, under the cells they took it from.
+    assert "Hints you asked on this exercise took" in pages[ANA], pages[ANA][-3000:]
     # Feedback: scores and verdicts, no hidden test source.
     assert "1/sqrt" in pages[BEN] or "sqrt(d" in pages[BEN], pages[BEN][-2000:]
     for student, page in pages.items():

@@ -92,3 +92,37 @@ def test_costly_hints_without_a_record_charge_nothing_and_say_so(tmp_path):
     )
     code, said = hintcharge.settle(root=tmp_path, assignments=[A], db_url="sqlite://")
     assert code == 1 and "could not be read" in said
+
+
+def test_the_feedback_says_what_the_hints_took(gradebook):
+    """Under a charged test cell, once, in the student's feedback."""
+    import nbformat
+
+    from course.grading.feedback import ExplainHintCharges
+
+    hintcharge.charge(
+        db_url=gradebook, tally={("ana", A, "count_parameters"): (1, 0.5)}
+    )
+    cells = [
+        nbformat.v4.new_code_cell(
+            "check.x()",
+            id=test,
+            metadata={
+                "nbgrader": {
+                    "grade": True,
+                    "solution": False,
+                    "locked": True,
+                    "grade_id": test,
+                    "points": 1,
+                }
+            },
+        )  # fmt: skip
+        for test in TESTS
+    ]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    ids = {"db_url": gradebook, "notebook": A, "assignment": A, "student": "ana"}
+    for _ in range(2):  # nbgrader's steps and the HTML exporter's: said once
+        ExplainHintCharges().preprocess(nb, {"nbgrader": ids})
+    said = [[o["text"] for o in c.outputs] for c in nb.cells]
+    assert said == [["Hints you asked on this exercise took 0.5 of this cell's "
+                     "points (your instructor's hint policy).\n"], []]  # fmt: skip

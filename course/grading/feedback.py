@@ -5,7 +5,9 @@ more places can still show them: a traceback that quotes a test cell, and any
 output a student's own cell printed while grading ran (code can read the cells
 the kernel executed, hidden ones included). :class:`ScrubHiddenTests` removes
 every line of output that quotes a hidden test; :class:`RedactTestCells` reduces
-every error output of a test cell to its one-line verdict.
+every error output of a test cell to its one-line verdict. Where hints cost points
+(:mod:`course.grading.hintcharge`), :class:`ExplainHintCharges` says under each
+test cell what its hints took.
 """
 
 import os
@@ -15,7 +17,7 @@ from pathlib import Path
 from nbconvert.preprocessors import Preprocessor
 
 from ..i18n import N_, language, say
-from .cells import BEGIN_HIDDEN, COMMENT, END_HIDDEN, HIDDEN, SEED, is_test
+from .cells import BEGIN_HIDDEN, COMMENT, END_HIDDEN, HIDDEN, SEED, grade_id, is_test
 
 REMOVED = N_("[a line quoting a hidden test was removed]")
 # A line that quotes a hidden test: a hidden marker, a seed, a check call.
@@ -79,6 +81,53 @@ class RedactTestCells(Preprocessor):
                         f"{output.get('ename')}: {output.get('evalue')}"
                     ]
         return cell, resources
+
+
+CHARGED = "course-hint-charge"  # marks the output that says what hints took
+
+
+class ExplainHintCharges(Preprocessor):
+    """Under each test cell whose points hints took (a negative extra credit in
+    the gradebook), one line that says how many: the score's reason, in the
+    student's feedback."""
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook, MissingEntry
+
+        ids = resources.get("nbgrader", {})
+        if not ids.get("db_url"):
+            return nb, resources
+        with Gradebook(ids["db_url"]) as gb:
+            for cell in nb.cells:
+                if not is_test(cell) or any(
+                    o.get("metadata", {}).get(CHARGED) for o in cell.get("outputs", [])
+                ):
+                    continue
+                try:
+                    grade = gb.find_grade(
+                        grade_id(cell),
+                        ids["notebook"],
+                        ids["assignment"],
+                        ids["student"],
+                    )
+                except MissingEntry:
+                    continue
+                if grade.extra_credit is not None and grade.extra_credit < 0:
+                    cell.outputs.append(_charge_output(-grade.extra_credit))
+        return nb, resources
+
+
+def _charge_output(points: float):
+    from nbformat.v4 import new_output
+
+    text = say(
+        "Hints you asked on this exercise took {points:g} of this cell's points "
+        "(your instructor's hint policy).",
+        points=points,
+    )
+    out = new_output("stream", name="stdout", text=text + "\n")
+    out.metadata = {CHARGED: True}
+    return out
 
 
 # nbgrader's feedback page (formgrader/templates/feedback/index.html.j2) writes its
