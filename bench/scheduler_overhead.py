@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 
 from course import grading
-from course.grading import batch, engine, gradebook
+from course.grading import batch, cluster, gradebook
 
 A = "00_trivial"
 
@@ -84,7 +84,7 @@ def main() -> None:
         plan = batch.plan(
             root=root, assignments=[A], db_url=gradebook.url(root), force=True
         )
-        with engine.cluster(workers=args.workers) as client:
+        with cluster.cluster(workers=args.workers) as client:
             start = time.perf_counter()
             results = batch.grade(plan, client=client, show_progress=False)
             wall = time.perf_counter() - start

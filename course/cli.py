@@ -140,7 +140,7 @@ def _import_folder(root: Path, assignment: str, folder: Path) -> int:
 
 def cmd_grade(args) -> int:
     """Autograde every submission on dask and print what happened to each."""
-    from .grading import batch, engine, gradebook, hintcharge, sandbox, settings
+    from .grading import batch, cluster, gradebook, hintcharge, sandbox, settings
 
     root = Path(args.root).resolve()
     names = args.assignments or [
@@ -173,13 +173,13 @@ def cmd_grade(args) -> int:
         print(f"{name} was not in the gradebook: registered it from source/{name}")
     where = args.scheduler or args.scheduler_file or "a dask cluster on this machine"
     print(f"grading {len(plan.todo)} submissions of {', '.join(names)} on {where}")
-    with engine.cluster(
+    with cluster.cluster(
         scheduler=args.scheduler,
         scheduler_file=args.scheduler_file,
         workers=args.workers,
         warm=not args.cold,
     ) as client:
-        problems = engine.sandbox_problems(client) if chosen.sandboxed else {}
+        problems = cluster.sandbox_problems(client) if chosen.sandboxed else {}
         if problems:
             worker, reason = next(iter(problems.items()))
             print(f"Not grading: {sandbox.refusal(f'{worker}: {reason}')}")

@@ -231,6 +231,7 @@ NOT_STUDENT_FACING = {
     "settings.py": "nbgrader's traits and the editions' course ids",
     "contain.py": "the sandbox: paths and logs",
     "engine.py": "the sandbox: command lines and logs",
+    "cluster.py": "the grade command's dask cluster: settings and plugin names",
     "execute.py": "the sandbox: trait help and logs (left to the sandbox work)",
     "feedback.py": "nbgrader's template labels, matched to be translated",
     "gradebook.py": "instructor commands' errors",

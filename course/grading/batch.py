@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import engine, gradebook, report
+from . import cluster, engine, gradebook, report
 from .cells import folder, notebook_path, test_sources
 from .engine import Job, Outcome
 from .settings import Settings, resolve
@@ -203,7 +203,7 @@ def grade(
     plan : Plan
         From :func:`plan`.
     client : distributed.Client
-        From :func:`course.grading.engine.cluster`.
+        From :func:`course.grading.cluster.cluster`.
     settings : Settings, optional
         Time per cell and per submission, sandbox, seeds
         (:func:`course.grading.settings.resolve`; default: the course's
@@ -246,7 +246,7 @@ def grade(
             results.append(result)
             bar.set_postfix(counts, refresh=False)
             bar.update()
-    engine.end_run(client, run)
+    cluster.end_run(client, run)
     return sorted(results, key=lambda r: (r.assignment, r.student))
 
 
