@@ -27,6 +27,7 @@ import nbformat
 
 from course import grading
 from course.grading import batch, cluster, gradebook
+from course.grading.results import GRADED
 
 A = "00_trivial"
 
@@ -93,7 +94,7 @@ def main() -> None:
                 t = time.perf_counter()
                 client.submit(noop, pure=False).result()
                 trips.append(time.perf_counter() - t)
-    graded = sum(r.status == batch.GRADED for r in results)
+    graded = sum(r.status == GRADED for r in results)
     busy = sum(r.seconds for r in results)
     overhead = (wall * args.workers - busy) / len(results)
     print(f"{len(results)} trivial notebooks ({graded} graded), {args.workers} workers")

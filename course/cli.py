@@ -141,6 +141,7 @@ def _import_folder(root: Path, assignment: str, folder: Path) -> int:
 def cmd_grade(args) -> int:
     """Autograde every submission on dask and print what happened to each."""
     from .grading import batch, cluster, gradebook, hintcharge, sandbox, settings
+    from .grading.results import FAILED, summary, write_log
 
     root = Path(args.root).resolve()
     names = args.assignments or [
@@ -187,14 +188,14 @@ def cmd_grade(args) -> int:
         results = batch.grade(
             plan, client=client, settings=chosen, ship_files=args.ship_files
         )
-    print(batch.summary(results))
-    log = batch.write_log(results, root / "reports", sandboxed=chosen.sandboxed)
+    print(summary(results))
+    log = write_log(results, root / "reports", sandboxed=chosen.sandboxed)
     print(f"every submission: {log}")
     if not chosen.sandboxed:
         print("kernels were not sandboxed (--no-sandbox): the class report says so")
     code, said = hintcharge.settle(root=root, assignments=names, db_url=plan.db_url)
     print(said or "", end="\n" if said else "")
-    failed = any(r.status == batch.FAILED for r in results)
+    failed = any(r.status == FAILED for r in results)
     return max(code, int(failed))
 
 

@@ -20,7 +20,7 @@ from harness import fill, reference_answers
 from services import dask_cluster, postgres
 
 from course import grading
-from course.grading import batch, cells, contain
+from course.grading import cells, contain, results
 
 pytestmark = pytest.mark.xdist_group("grading_engine")
 
@@ -249,7 +249,7 @@ def test_killed_worker_regrades_once(graded):
 
 def test_submission_whose_worker_dies_twice_fails(graded):
     line = next(ln for ln in graded["out"].splitlines() if " doomed/" in ln)
-    assert line.strip().startswith("failed") and batch.KILLED_WORKERS in line, line
+    assert line.strip().startswith("failed") and results.KILLED_WORKERS in line, line
     assert graded["code"] == 1  # a failed submission: exit status 1
 
 

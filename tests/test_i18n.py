@@ -224,6 +224,7 @@ ENGLISH_KEYS = {  # matched against torch's messages, which are English
 NOT_STUDENT_FACING = {
     "__init__.py": "nbgrader's command lines and config",
     "batch.py": "the grade command's report to the instructor",
+    "results.py": "the grade command's report to the instructor",
     "cells.py": "nbgrader's markers, grade ids and folders",
     "environment.py": "the grading processes' variables",
     "flags.py": "the grade command's report to the instructor",
