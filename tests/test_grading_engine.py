@@ -20,7 +20,7 @@ from harness import fill, reference_answers
 from services import dask_cluster, postgres
 
 from course import grading
-from course.grading import cells, contain, results
+from course.grading import cells, contain, procs, results
 
 pytestmark = pytest.mark.xdist_group("grading_engine")
 
@@ -154,7 +154,7 @@ def _boxes_left(root: Path) -> list[str]:
                 cwd = os.readlink(f"/proc/{pid}/cwd")
             except OSError:
                 continue
-            if contain.running(pid) and Path(cwd).is_relative_to(root):
+            if procs.running(pid) and Path(cwd).is_relative_to(root):
                 left.append(_describe(box, pid))
                 break
     return left
@@ -165,7 +165,7 @@ def _describe(box: Path, pid: int) -> str:
     worker = int(box.name.split("-")[2].split(".")[0])
     return (
         f"{box.name}: pid {pid} ({_cmdline(pid)}, parent {_parent(pid)}), worker "
-        f"running: {contain.running(worker)} ({_cmdline(worker)}, "
+        f"running: {procs.running(worker)} ({_cmdline(worker)}, "
         f"tgid {_status(worker).get('Tgid')})"
     )
 
