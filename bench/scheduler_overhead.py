@@ -26,7 +26,8 @@ from pathlib import Path
 import nbformat
 
 from course import grading
-from course.grading import batch, engine, gradebook
+from course.grading import batch, cluster, gradebook
+from course.grading.results import GRADED
 
 A = "00_trivial"
 
@@ -84,7 +85,7 @@ def main() -> None:
         plan = batch.plan(
             root=root, assignments=[A], db_url=gradebook.url(root), force=True
         )
-        with engine.cluster(workers=args.workers) as client:
+        with cluster.cluster(workers=args.workers) as client:
             start = time.perf_counter()
             results = batch.grade(plan, client=client, show_progress=False)
             wall = time.perf_counter() - start
@@ -93,7 +94,7 @@ def main() -> None:
                 t = time.perf_counter()
                 client.submit(noop, pure=False).result()
                 trips.append(time.perf_counter() - t)
-    graded = sum(r.status == batch.GRADED for r in results)
+    graded = sum(r.status == GRADED for r in results)
     busy = sum(r.seconds for r in results)
     overhead = (wall * args.workers - busy) / len(results)
     print(f"{len(results)} trivial notebooks ({graded} graded), {args.workers} workers")

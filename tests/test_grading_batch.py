@@ -4,7 +4,7 @@ the scheduler keeps of a submission once its result is collected."""
 import time
 from pathlib import Path
 
-from course.grading import batch, engine
+from course.grading import batch, cluster, engine, results
 from course.grading.settings import Settings
 
 A = "01_config"
@@ -31,14 +31,14 @@ def test_a_collected_result_is_forgotten_at_once(tmp_path, monkeypatch):
     from distributed import Client, LocalCluster
 
     monkeypatch.setattr(engine, "grade_submission", _stand_in)
-    monkeypatch.setattr(engine, "end_run", lambda client, run: None)
+    monkeypatch.setattr(cluster, "end_run", lambda client, run: None)
     seen = []
 
     def result(job, outcome, flags):
         seen.append(outcome)
-        return batch._result(job, batch.GRADED, [])
+        return results._result(job, results.GRADED, [])
 
-    monkeypatch.setattr(batch, "_outcome_result", result)
+    monkeypatch.setattr(results, "_outcome_result", result)
     plan = batch.Plan(
         root=Path(tmp_path),
         db_url="sqlite://",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from course.grading import contain
+from course.grading import contain, procs
 
 CGROUPS = Path("/sys/fs/cgroup/pids")
 pytestmark = [
@@ -64,7 +64,7 @@ def test_sweep_closes_boxes_of_dead_workers_only(monkeypatch):
     orphan = root / f"course-task-{dead.pid}-0123456789ab"
     orphan.mkdir()
     # This process's pid with another start time: a dead worker whose pid was reused.
-    reused = root / f"course-task-{os.getpid()}.{contain.started(os.getpid()) - 1}-r-0a"
+    reused = root / f"course-task-{os.getpid()}.{procs.started(os.getpid()) - 1}-r-0a"
     reused.mkdir()
     mine = contain.open_task_box()  # this process's: alive, so left alone
     lost, kept = _sleeper({contain.CGROUP_ENV: str(orphan)}), _sleeper(mine)

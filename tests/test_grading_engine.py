@@ -20,12 +20,11 @@ from harness import fill, reference_answers
 from services import dask_cluster, postgres
 
 from course import grading
-from course.grading import batch, cells, contain, engine
+from course.grading import cells, contain, procs, results
 
 pytestmark = pytest.mark.xdist_group("grading_engine")
 
 A = "01_config"
-MALLOC = "MALLOC_TRIM_THRESHOLD_"  # what dask's nanny sets for its workers
 TOKEN = f"course-engine-{uuid.uuid4().hex[:8]}"  # this run's processes only
 # Starts a process that would outlive its notebook, then stays busy long enough for
 # the test to kill the worker that runs it.
@@ -155,7 +154,7 @@ def _boxes_left(root: Path) -> list[str]:
                 cwd = os.readlink(f"/proc/{pid}/cwd")
             except OSError:
                 continue
-            if contain.running(pid) and Path(cwd).is_relative_to(root):
+            if procs.running(pid) and Path(cwd).is_relative_to(root):
                 left.append(_describe(box, pid))
                 break
     return left
@@ -166,7 +165,7 @@ def _describe(box: Path, pid: int) -> str:
     worker = int(box.name.split("-")[2].split(".")[0])
     return (
         f"{box.name}: pid {pid} ({_cmdline(pid)}, parent {_parent(pid)}), worker "
-        f"running: {contain.running(worker)} ({_cmdline(worker)}, "
+        f"running: {procs.running(worker)} ({_cmdline(worker)}, "
         f"tgid {_status(worker).get('Tgid')})"
     )
 
@@ -250,7 +249,7 @@ def test_killed_worker_regrades_once(graded):
 
 def test_submission_whose_worker_dies_twice_fails(graded):
     line = next(ln for ln in graded["out"].splitlines() if " doomed/" in ln)
-    assert line.strip().startswith("failed") and batch.KILLED_WORKERS in line, line
+    assert line.strip().startswith("failed") and results.KILLED_WORKERS in line, line
     assert graded["code"] == 1  # a failed submission: exit status 1
 
 
@@ -300,28 +299,6 @@ def test_unknown_assignment_is_one_sentence(tmp_path):
     assert proc.returncode == 2
     assert proc.stdout.strip().count("\n") == 0 and "99_nope" in proc.stdout
     assert A in proc.stdout  # it names the assignments the course has
-
-
-def _malloc_settings(dask_worker=None) -> dict:
-    """On a worker: the dask setting in its own environment, in the environment its
-    tasks get, and in its zygote's (whose malloc every warm kernel inherits)."""
-    plugin = dask_worker.plugins[engine.PLUGIN]
-    zygote = Path(f"/proc/{plugin._zygote.pid}/environ").read_bytes().split(b"\0")
-    return {
-        "worker": os.environ.get(MALLOC),
-        "tasks": plugin.env.get(MALLOC),
-        "zygote": [e for e in zygote if e.startswith(MALLOC.encode())],
-    }
-
-
-def test_kernels_keep_glibc_malloc_tuning():
-    """dask's nanny sets MALLOC_TRIM_THRESHOLD_ for its workers; a kernel that
-    inherited it mapped every tensor over 128 KiB afresh (09 graded in twice the
-    time). Neither the zygote nor nbgrader nor a kernel gets it."""
-    with engine.cluster(workers=1) as client:
-        (settings,) = client.run(_malloc_settings).values()
-    assert settings["worker"] is not None  # what dask sets, so the test can fail
-    assert settings["tasks"] is None and settings["zygote"] == [], settings
 
 
 def test_jsonschema_is_imported_without_the_uri_grammar():

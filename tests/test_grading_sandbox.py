@@ -15,7 +15,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 from services import reachable_by_all
 
-from course.grading import contain, mounts, sandbox, tool_env, warm
+from course.grading import mounts, procs, sandbox, tool_env, warm
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="reads other processes' memory"),
@@ -168,13 +168,13 @@ def _memory(pid: int) -> bytes:
 def _sandboxed_kernels(zygote_pid: int) -> set[int]:
     """The zygote's descendants that are pid 2 of a PID namespace: its kernels."""
     found = set()
-    for pid in contain.descendants(zygote_pid):
+    for pid in procs.descendants(zygote_pid):
         try:
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
         nspid = next(ln for ln in status.splitlines() if ln.startswith("NSpid"))
-        if nspid.split()[-1] == "2" and contain.running(pid):
+        if nspid.split()[-1] == "2" and procs.running(pid):
             found.add(pid)
     return found
 
@@ -225,9 +225,9 @@ def test_a_sandbox_dies_with_its_proxy(zygote, tmp_path):
     assert kernels
     os.kill(km.provisioner.pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(map(contain.running, kernels)):
+    while time.monotonic() < deadline and any(map(procs.running, kernels)):
         time.sleep(0.1)
-    assert not any(map(contain.running, kernels))
+    assert not any(map(procs.running, kernels))
     km.shutdown_kernel(now=True)
 
 

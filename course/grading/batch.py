@@ -1,12 +1,7 @@
 """``python -m course grade``: autograde a class in parallel, and say what happened.
 
-Every submission ends in one of three states, never a silent zero:
-
-* ``graded`` — nbgrader ran it and stored its scores;
-* ``flagged`` — graded, with something the instructor should look at (a test cell
-  deleted or edited, a cell that timed out, output that was cut);
-* ``failed`` — not graded, with the reason (no notebook, not valid JSON, the kernel
-  died or ignored the interrupt, the whole run took too long).
+Every submission ends graded, flagged or failed, never a silent zero
+(:mod:`course.grading.results`).
 
 Each submission is one task on dask.distributed (:mod:`course.grading.engine`):
 one ``nbgrader autograde --student`` in a box of its own, every notebook in a fresh
@@ -24,24 +19,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import engine, gradebook, report
+from . import cluster, engine, gradebook
 from .cells import folder, notebook_path, test_sources
-from .engine import Job, Outcome
+from .results import FAILED, FLAGGED, GRADED, SKIPPED, Result, collect
 from .settings import Settings, resolve
-
-GRADED, FLAGGED, FAILED = "graded", "flagged", "failed"
-SKIPPED = "already graded"
-
-
-@dataclass(kw_only=True)
-class Result:
-    """What happened to one submission."""
-
-    student: str
-    assignment: str
-    status: str
-    reasons: list[str] = field(default_factory=list)
-    seconds: float = 0.0
 
 
 def submissions(root: Path, assignment: str) -> list[str]:
@@ -87,41 +68,6 @@ def _test_cell_flags(released: dict[str, str], submitted: dict[str, str]) -> lis
         if c in submitted and submitted[c].strip() != released[c].strip()
     ]
     return flags
-
-
-def _outcome_result(job: Job, outcome: Outcome, flags: list[str]) -> Result:
-    """Graded, flagged or failed, from the task's outcome and the submission's
-    own flags (:func:`plan`)."""
-    if not outcome.graded:
-        return _result(job, FAILED, [_reason(outcome)], seconds=outcome.seconds)
-    flags = flags + outcome.flags
-    status = FLAGGED if flags else GRADED
-    return _result(job, status, flags, seconds=outcome.seconds)
-
-
-def _result(job: Job, status: str, reasons: list[str], *, seconds: float = 0.0):
-    """The Result of a submission that a task was given."""
-    return Result(
-        student=job.student,
-        assignment=job.assignment,
-        status=status,
-        reasons=reasons,
-        seconds=seconds,
-    )
-
-
-def _reason(outcome: Outcome) -> str:
-    if not outcome.finished:
-        return "grading was stopped: the submission took longer than the time limit"
-    return "nbgrader could not grade it: " + (
-        outcome.error or f"exit code {outcome.returncode}"
-    )
-
-
-KILLED_WORKERS = (
-    "it took down its grading worker twice (a crash of the whole process, or the "
-    "machine out of memory); not graded"
-)
 
 
 @dataclass(kw_only=True)
@@ -203,7 +149,7 @@ def grade(
     plan : Plan
         From :func:`plan`.
     client : distributed.Client
-        From :func:`course.grading.engine.cluster`.
+        From :func:`course.grading.cluster.cluster`.
     settings : Settings, optional
         Time per cell and per submission, sandbox, seeds
         (:func:`course.grading.settings.resolve`; default: the course's
@@ -238,7 +184,7 @@ def grade(
         for future in as_completed(jobs):
             job = jobs.pop(future)
             flags = plan.flags.get((job.assignment, job.student), [])
-            result = _collect(root, job, future, flags=flags)
+            result = collect(root, job, future, flags=flags)
             # Collected: forgotten by the scheduler, so a worker lost later does
             # not grade this submission again (into the gradebook, after the run).
             future.release()
@@ -246,23 +192,8 @@ def grade(
             results.append(result)
             bar.set_postfix(counts, refresh=False)
             bar.update()
-    engine.end_run(client, run)
+    cluster.end_run(client, run)
     return sorted(results, key=lambda r: (r.assignment, r.student))
-
-
-def _collect(root: Path, job: Job, future, *, flags: list[str]) -> Result:
-    from distributed import KilledWorker
-
-    try:
-        outcome = future.result()
-    except KilledWorker:
-        return _result(job, FAILED, [KILLED_WORKERS])
-    except Exception as err:  # the task itself broke: say so, grade the rest
-        reason = f"the grading task failed: {err.__class__.__name__}: {err}"
-        return _result(job, FAILED, [reason[:300]])
-    if job.files is not None:
-        engine.land(root, job, outcome)
-    return _outcome_result(job, outcome, flags)
 
 
 def _up_to_date(root: Path, assignment: str, student: str) -> bool:
@@ -273,37 +204,3 @@ def _up_to_date(root: Path, assignment: str, student: str) -> bool:
         and submitted.exists()
         and graded.stat().st_mtime >= submitted.stat().st_mtime
     )
-
-
-def summary(results: list[Result]) -> str:
-    """One line counting each state, then one line per submission that needs a look."""
-    counts = {s: sum(r.status == s for r in results) for s in (GRADED, FLAGGED, FAILED)}
-    skipped = sum(r.reasons == [SKIPPED] for r in results)
-    lines = [
-        f"{len(results)} submissions: {counts[GRADED]} graded, {counts[FLAGGED]} flagged, "
-        f"{counts[FAILED]} failed ({skipped} skipped as already graded; --force regrades)"
-    ]
-    lines += [
-        f"  {r.status:7s} {r.student}/{r.assignment} ({r.seconds:.0f} s): "
-        f"{'; '.join(r.reasons)}"
-        for r in results
-        if r.status != GRADED
-    ]
-    return "\n".join(lines)
-
-
-def write_log(results: list[Result], folder: Path, *, sandboxed: bool = True) -> Path:
-    """``folder/grading.csv``: student, assignment, status, seconds, reasons; and
-    ``folder/grading-run.json``: whether the run sandboxed its kernels."""
-    import csv
-
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / report.RUN_FILE).write_text(json.dumps({"sandboxed": sandboxed}))
-    path = folder / report.LOG_FILE
-    with open(path, "w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(["student", "assignment", "status", "seconds", "reasons"])
-        for r in results:
-            row = [r.student, r.assignment, r.status, f"{r.seconds:.1f}"]
-            out.writerow(row + ["; ".join(r.reasons)])
-    return path

@@ -120,6 +120,16 @@ def notebook_path(
     return folder(root, stage, assignment, student=student) / f"{assignment}.ipynb"
 
 
+def error_output(ename: str, evalue: str) -> NotebookNode:
+    """An ``error`` output, as a kernel would send it."""
+    return NotebookNode(
+        output_type="error",
+        ename=ename,
+        evalue=evalue,
+        traceback=[f"{ename}: {evalue}"],
+    )
+
+
 def error_messages(path: Path) -> dict[str, str]:
     """``{grade_id: error text}`` for each cell of an executed notebook that failed."""
     nb = json.loads(Path(path).read_text("utf-8"))

@@ -36,6 +36,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .procs import descendants, running, started, user_threads
+
 BOX_ENV = "COURSE_KERNEL_BOX"  # the box's id (and its cgroup's folder, if any)
 CGROUP_ENV = "COURSE_KERNEL_CGROUP"
 TASK_CGROUP_ENV = "COURSE_TASK_CGROUP"  # kernel boxes are made inside this one
@@ -43,7 +45,6 @@ NO_NET_ENV = "COURSE_KERNEL_NO_NETWORK"
 BOX_KEYS = (BOX_ENV, CGROUP_ENV, NO_NET_ENV)  # what puts a process in its box
 CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 CLONE_NEWNET = 0x40000000
-PF_EXITING = 0x4  # /proc/PID/stat flags: the process has begun to exit
 
 
 def _cgroup_root() -> Path | None:
@@ -130,32 +131,6 @@ def close_run(run: str) -> int:
     return killed
 
 
-def started(pid: int) -> int:
-    """When process ``pid`` started (clock ticks after boot); -1 if it is gone."""
-    fields = _stat(pid)
-    return int(fields[19]) if fields else -1  # field 22, starttime
-
-
-def _stat(pid: int | str) -> list[str] | None:
-    """``/proc/PID/stat`` after the command name: state, ppid, pgrp, ... (None if
-    the process is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()
-
-
-def running(pid: int) -> bool:
-    """Running: neither gone, nor exiting, nor a zombie not reaped yet.
-
-    A SIGKILLed process keeps its pid while the kernel tears it down (seconds, for
-    one holding a model); it counts as gone from the moment it starts exiting.
-    """
-    fields = _stat(pid)  # state, ppid, pgrp, ..., flags
-    return bool(fields) and fields[0] not in "ZXx" and not int(fields[6]) & PF_EXITING
-
-
 def join_task_box(env: dict | os._Environ = os.environ) -> None:
     """Put the calling process (a task's nbgrader) into its task's cgroup, if any."""
     _join(env.get(TASK_CGROUP_ENV))
@@ -177,26 +152,11 @@ def enter_box(env: dict | os._Environ = os.environ, max_processes: int = 64) -> 
     elif os.geteuid() != 0:
         # RLIMIT_NPROC counts every thread of the user (the grader's workers, the
         # other kernels, a Jupyter server), so the cap is what runs now plus room.
-        cap = _user_threads() + 4 * max_processes
+        cap = user_threads() + 4 * max_processes
         resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
     if env.get(NO_NET_ENV) == "1" and os.geteuid() == 0:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.unshare(CLONE_NEWNET)  # a new, empty network namespace: no network
-
-
-def _user_threads() -> int:
-    """How many threads the calling process's real user runs now."""
-    uid, count = str(os.getuid()), 0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                status = (entry / "status").read_text().splitlines()
-            except OSError:
-                continue
-            fields = dict(line.split(":", 1) for line in status if ":" in line)
-            if fields.get("Uid", "").split()[:1] == [uid]:
-                count += int(fields.get("Threads", "1"))
-    return count
 
 
 def members(env: dict) -> set[int]:
@@ -222,22 +182,6 @@ def members(env: dict) -> set[int]:
             except OSError:
                 continue
     return found
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` in the process tree."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        fields = _stat(entry.name) if entry.name.isdigit() else None
-        if fields:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    out, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in out:
-                out.add(child)
-                todo.append(child)
-    return out
 
 
 def close_box(env: dict, kernel_pid: int | None = None, seconds: float = 5) -> int:

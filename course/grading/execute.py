@@ -7,7 +7,8 @@ the submission reads as a plain 0. :class:`GuardedExecute` instead
 * gives that cell an error output saying what happened (so it earns 0 and the
   student and instructor see why),
 * starts a new kernel, replays the answer and given cells that ran before it
-  (silently, without their outputs) and goes on with the next cell;
+  (silently, without their outputs) and goes on with the next cell
+  (:class:`course.grading.restart.RestartingExecute`);
 * caps each kernel's address space (``memory_limit``), so a runaway allocation
   raises ``MemoryError`` in the student's cell instead of taking the machine down;
 * runs each kernel in a sandbox (``sandbox``, :mod:`course.grading.sandbox`): an
@@ -27,42 +28,28 @@ import tempfile
 import time
 
 from jupyter_client.kernelspec import KernelSpec
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbclient.util import ensure_async, run_sync
+from nbclient.util import run_sync
 from nbformat import NotebookNode
-from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, Float, Integer, default
 
 from ..checks import evidence
 from ..i18n import say
 from . import contain, sandbox
-from .cells import is_test
-from .enames import DEAF, KERNEL_DIED, NOT_RUN
+from .cells import error_output
+from .enames import NOT_RUN
 from .environment import MEMORY_ENV
 from .flags import mark_truncated
 from .kernels import LimitedKernelManager, PromptClient
+from .restart import RestartingExecute
 
 TRUNCATED = "... Output truncated: the notebook printed too much ...\n"
 
 
-def error_output(ename: str, evalue: str) -> NotebookNode:
-    """An ``error`` output, as a kernel would send it."""
-    return NotebookNode(
-        output_type="error",
-        ename=ename,
-        evalue=evalue,
-        traceback=[f"{ename}: {evalue}"],
-    )
-
-
-class GuardedExecute(Execute):
+class GuardedExecute(RestartingExecute):
     """nbgrader's ``Execute``, plus kernel restarts, a memory cap and fast shutdown."""
 
     memory_limit = Float(
         4.0, help="Address space per kernel, in GiB (0: no limit)."
-    ).tag(config=True)
-    max_restarts = Integer(
-        3, help="Kernel restarts per notebook before the remaining cells are not run."
     ).tag(config=True)
     shutdown_kernel = Enum(
         ["graceful", "immediate"],
@@ -111,9 +98,6 @@ class GuardedExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._printed = 0  # characters of stream output so far
-        self._ran: list[str] = []  # sources to replay after a restart
-        self._restarts = 0
-        self._given_up = ""
         self._box: dict = {}
         self._ipc = ""
         self._truncated = False  # an output limit cut output
@@ -245,40 +229,7 @@ class GuardedExecute(Execute):
         if self._given_up:
             cell.outputs = [error_output(NOT_RUN, self._given_up)]
             return cell, resources
-        try:
-            cell, resources = super().preprocess_cell(cell, resources, index)
-        except DeadKernelError:
-            self._fault(
-                cell,
-                KERNEL_DIED,
-                say(
-                    "the kernel died while running this cell (os._exit, a "
-                    "signal, a crash or running out of memory)"
-                ),
-            )
-        except CellTimeoutError:
-            self._fault(
-                cell,
-                DEAF,
-                say(
-                    "this cell ran longer than {timeout} s and did not stop "
-                    "when interrupted",
-                    timeout=self.timeout,
-                ),
-            )
-        except Exception as err:  # noqa: BLE001 - e.g. garbled replies from a starved kernel
-            self._fault(
-                cell,
-                KERNEL_DIED,
-                say(
-                    "the kernel broke while running this cell ({type_name}; "
-                    "out of processes or threads?)",
-                    type_name=type(err).__name__,
-                ),
-            )
-        else:
-            if not is_test(cell):
-                self._ran.append(cell.source)
+        cell, resources = self._execute_or_restart(cell, resources, index)
         if self._flood_cell is None and self._printed > self.stop_output * 2**20:
             self._flood_cell = index  # cut; stopped only if the printing goes on
         if self._printed_after > self.max_output * 2**20 and not self._given_up:
@@ -288,44 +239,3 @@ class GuardedExecute(Execute):
             )
             run_sync(self._async_cleanup_kernel)()
         return cell, resources
-
-    def _fault(self, cell: NotebookNode, ename: str, what: str) -> None:
-        self.log.warning("%s; restarting the kernel", what)
-        self._restarts += 1
-        if self._restarts > self.max_restarts:
-            self._given_up = say(
-                "not run: the kernel was restarted {max_restarts} times",
-                max_restarts=self.max_restarts,
-            )
-            cell.outputs = [error_output(ename, what)]
-            run_sync(self._async_cleanup_kernel)()
-            return
-        cell.outputs = [
-            error_output(
-                ename,
-                say(
-                    "{what}; the kernel was restarted and grading went on "
-                    "with the next cell",
-                    what=what,
-                ),
-            )
-        ]
-        if not run_sync(self._async_restart)():
-            self._given_up = say("not run: the cells before it failed after a restart")
-
-    async def _async_restart(self) -> bool:
-        """A new kernel with the earlier cells replayed; False if that fails."""
-        await self._async_cleanup_kernel()
-        self.km = self.create_kernel_manager()
-        await self.async_start_new_kernel()
-        await self.async_start_new_kernel_client()
-        for source in self._ran:
-            msg_id = await ensure_async(
-                self.kc.execute(source, silent=True, store_history=False)
-            )
-            try:
-                if await self.async_wait_for_reply(msg_id) is None:
-                    return False
-            except (DeadKernelError, CellTimeoutError):
-                return False
-        return True

@@ -40,9 +40,16 @@ from traitlets import Bool
 
 from ..checks import CheckFailed, evidence
 from ..i18n import say
-from .cells import HIDDEN, SEED, grade_id, has_hidden_tests, is_locked, is_test
+from .cells import (
+    HIDDEN,
+    SEED,
+    error_output,
+    grade_id,
+    has_hidden_tests,
+    is_locked,
+    is_test,
+)
 from .enames import DEAF, KERNEL_DIED, NOT_RUN, UNREPLAYABLE
-from .execute import error_output
 from .scan import read
 
 GRADER_FAULTS = {KERNEL_DIED, DEAF, NOT_RUN}

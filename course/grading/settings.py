@@ -22,7 +22,8 @@ from traitlets.config import Config, Configurable
 
 from .. import i18n
 
-BASES = {"GuardedExecute": ("Execute",)}  # whose settings a class inherits
+#: Whose settings a class inherits.
+BASES = {"GuardedExecute": ("RestartingExecute", "Execute")}
 COURSE_IDS = {"en": "attention-by-hand", "zh": "attention-by-hand-zh"}
 
 

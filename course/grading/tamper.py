@@ -15,9 +15,8 @@ from __future__ import annotations
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from . import scan
-from .cells import grade_id
+from .cells import error_output, grade_id
 from .enames import TAMPERED
-from .execute import error_output
 
 
 class FlagTampering(NbGraderPreprocessor):
