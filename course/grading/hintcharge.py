@@ -7,6 +7,7 @@ student's own progress file: editing files in one's home changes no grade.
 
 A charge is the grade cells' *extra credit*, negative, where formgrader shows it:
 for an exercise, what its hints cost when each was given (the record keeps it),
+counting those asked before the graded submission was made,
 taken from its test cells in order, never more than the exercise scored.
 Charging again sets the same values: it adds nothing. A cell whose extra credit
 an instructor set to zero or more (a waiver, a bonus) is left as it is.
@@ -18,6 +19,7 @@ import csv
 import json
 import os
 import urllib.parse
+from datetime import UTC
 from pathlib import Path
 
 from .. import hintbook
@@ -35,36 +37,65 @@ class Unreadable(Exception):
     """The hint service's record could not be read."""
 
 
-def read(policy: HintPolicy, assignments: list[str], *, token: str = "") -> dict:
-    """``{(student, assignment, exercise): (hints, cost)}`` from the service whose
-    socket ``policy.record`` names, asked with ``token`` (default:
-    ``JUPYTERHUB_API_TOKEN``, an instructor's)."""
+def read(policy: HintPolicy, assignments: list[str], *, token: str = "") -> list:
+    """Every hint given on ``assignments`` (dicts: time, student, assignment,
+    exercise, hint, cost), from the service whose socket ``policy.record`` names,
+    asked with ``token`` (default: ``JUPYTERHUB_API_TOKEN``, an instructor's)."""
     token = token or os.environ.get(TOKEN_ENV, "")
-    tally: dict[Key, tuple[int, float]] = {}
+    rows = []
     for assignment in assignments:
         route = "record?" + urllib.parse.urlencode({"assignment": assignment})
         try:
             status, body = call_service(policy.record, "GET", route, token=token)
             if status != 200:
                 raise ValueError(f"HTTP {status}")
-            rows = json.loads(body)["rows"]
+            rows += json.loads(body)["rows"]
         except (OSError, ValueError, KeyError) as error:
             raise Unreadable(f"{policy.record}: {error}") from None
-        for r in rows:
-            key = (r["student"], r["assignment"], r["exercise"])
-            hints, cost = tally.get(key, (0, 0.0))
-            tally[key] = (hints + 1, cost + float(r["cost"]))
-    return tally
+    return rows
 
 
-def charge(*, db_url: str, tally: dict) -> dict:
-    """Charge what the hints cost into the gradebook at ``db_url``; return
-    ``{key: points charged}`` (what the exercise's score allowed)."""
+def tally(rows: list, *, until: dict | None = None) -> dict:
+    """``{(student, assignment, exercise): (hints, cost)}``; with ``until``
+    (``{(student, assignment): epoch seconds}``), only the hints asked by then."""
+    out: dict[Key, tuple[int, float]] = {}
+    for r in rows:
+        limit = (until or {}).get((r["student"], r["assignment"]))
+        if limit is not None and r["time"] > limit:
+            continue
+        key = (r["student"], r["assignment"], r["exercise"])
+        hints, cost = out.get(key, (0, 0.0))
+        out[key] = (hints + 1, cost + float(r["cost"]))
+    return out
+
+
+def _submitted_at(gb, student: str, assignment: str) -> float | None:
+    """When the graded submission was made (epoch seconds; None: not known)."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        stamp = gb.find_submission(assignment, student).timestamp
+    except MissingEntry:
+        return None
+    if stamp is None:
+        return None
+    return stamp.replace(tzinfo=stamp.tzinfo or UTC).timestamp()
+
+
+def charge(*, db_url: str, rows: list) -> dict:
+    """Charge the hints of ``rows`` into the gradebook at ``db_url``: those asked
+    before the graded submission was made (a hint asked later cannot have helped
+    it), each at its price then. Returns ``{key: points charged}`` (what the
+    exercise's score allowed)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     charged = {}
     with tools_on_path(), Gradebook(db_url) as gb:
-        for (student, assignment, exercise), (_, cost) in sorted(tally.items()):
+        pairs = {(r["student"], r["assignment"]) for r in rows}
+        until = {pair: _submitted_at(gb, *pair) for pair in pairs}
+        for (student, assignment, exercise), (_, cost) in sorted(
+            tally(rows, until=until).items()
+        ):
             tests = hintbook.book().get(assignment, {}).get(exercise, {}).get("tests")
             grades = []
             for test in tests or []:
@@ -137,10 +168,10 @@ def settle(*, root: Path, assignments: list[str], db_url: str) -> tuple[int, str
             )
         return 0, ""
     try:
-        tally = read(policy, assignments)
+        rows = read(policy, assignments)
     except Unreadable as error:
         return 1, f"no hint was charged: the hint record could not be read ({error})"
-    charged = charge(db_url=db_url, tally=tally)
-    path = write(root / "reports", tally, charged)
-    asked = sum(n for n, _ in tally.values())
+    charged = charge(db_url=db_url, rows=rows)
+    path = write(root / "reports", tally(rows), charged)
+    asked = len(rows)
     return 0, f"hints: {asked} asked, {sum(charged.values()):g} points charged: {path}"
