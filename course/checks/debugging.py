@@ -26,6 +26,7 @@ from . import (
     fail,
 )
 from .debugging_masked import (  # noqa: F401 - the notebook's first fix
+    HALF,
     masked_oracle,
     masked_softmax_empty_rows,
     masked_softmax_half,
