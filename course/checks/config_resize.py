@@ -1,4 +1,4 @@
-"""Checks for 01_config, second part: ``with_max_positions``, a new model whose
+"""Checks for 01_config, its last exercise: ``with_max_positions``, a new model whose
 position embedding has another number of rows (the change made through the
 config), its weights copied and the original left as it was.
 """

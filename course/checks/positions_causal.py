@@ -1,4 +1,4 @@
-"""Checks for 08_positions_and_masks, second part: the causal mask and causal
+"""Checks for 08_positions_and_masks, its masks: the causal mask and causal
 attention.
 
 Oracles: index comparison for the causal mask, and torch's
