@@ -1,8 +1,9 @@
 """Checks for 09_build_a_transformer.
 
 Oracles: ``torch.nn.MultiheadAttention`` and ``torch.nn.TransformerEncoderLayer``
-(both ``norm_first`` settings) loaded with the student's weights; training and
-memory are checked in :mod:`.transformer_runs`, re-exported here.
+(both ``norm_first`` settings) loaded with the student's weights
+(:mod:`.transformer_cases`); training and memory are checked in
+:mod:`.transformer_runs`, re-exported here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,17 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from . import call, expect_close, expect_shape, fail, forbid
 from .oracles import NO_SCALE
+from .transformer_cases import (
+    FF_RESIDUAL,
+    INVERTED,
+    UNMERGED,
+    mha,
+    mha_like,
+    reference_layer,
+    torch_mask,
+    unmerged,
+    without_ff_residual,
+)
 from .transformer_runs import (  # noqa: F401 - the notebook's second part
     attention_memory_random,
     attention_memory_small,
@@ -31,50 +43,6 @@ BUILD = N_(
     "Build attention from your own projections: torch's MultiheadAttention "
     "and fused attention are turned off while your module runs."
 )
-INVERTED = N_("the mask is inverted: True means the query may attend that key.")
-UNMERGED = N_(
-    "the heads were merged without the transpose: (B, H, T, d) reshaped "
-    "straight to (B, T, H*d) mixes tokens and heads. Transpose to (B, T, H, d) "
-    "first, then reshape."
-)
-FF_RESIDUAL = N_(
-    "the feed-forward's residual is missing: with norm_first=False the block "
-    "ends norm2(h + ff(h)), with norm_first=True h + ff(norm2(h)), where h is "
-    "what the attention sublayer gave."
-)
-
-
-def _mha_like(att, d_model: int, heads: int) -> nn.MultiheadAttention:
-    """torch's MultiheadAttention holding the student's four projections."""
-    ref = nn.MultiheadAttention(d_model, heads, batch_first=True)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(
-            torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight])
-        )
-        ref.in_proj_bias.copy_(
-            torch.cat([att.q_proj.bias, att.k_proj.bias, att.v_proj.bias])
-        )
-        ref.out_proj.weight.copy_(att.out_proj.weight)
-        ref.out_proj.bias.copy_(att.out_proj.bias)
-    return ref.eval()
-
-
-def _torch_mask(mask, heads: int):
-    """Our bool mask (True = may attend) as torch's attn_mask (True = blocked)."""
-    if mask is None:
-        return None
-    return ~(mask if mask.dim() == 2 else mask.repeat_interleave(heads, dim=0))
-
-
-def _unmerged(att, x, probs, heads: int) -> torch.Tensor:
-    """The output if the heads' contexts (B, H, T, d) are reshaped to (B, T, D)
-    without the transpose, from the module's own weights and the right probs."""
-    B, T, D = x.shape
-    with torch.no_grad():
-        v = F.linear(x, att.v_proj.weight, att.v_proj.bias)
-        v = v.reshape(B, T, heads, D // heads).transpose(1, 2)
-        merged = (probs @ v).reshape(B, T, D)  # the transpose left out
-        return F.linear(merged, att.out_proj.weight, att.out_proj.bias)
 
 
 def _build_attention(cls, d_model: int, heads: int, seed: int):
@@ -124,37 +92,24 @@ def _expect_attention(cls, *, d_model, heads, B, T, mask_kind, seed) -> None:
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail("forward should return a pair (out, probs).")
     out, probs = got
-    ref = _mha_like(att, d_model, heads)
-    want, want_p = _mha(ref, x, mask, heads)
+    ref = mha_like(att, d_model, heads)
+    want, want_p = mha(ref, x, mask, heads)
     wrong = {}  # message -> (out, probs) that misconception gives
     if mask is not None:
-        wrong[INVERTED] = _mha(ref, x, ~mask, heads)
-    unscaled = _mha_like(att, d_model, heads)
+        wrong[INVERTED] = mha(ref, x, ~mask, heads)
+    unscaled = mha_like(att, d_model, heads)
     with torch.no_grad():  # q scaled by sqrt(d) cancels torch's 1/sqrt(d)
         unscaled.in_proj_weight[:d_model] *= math.sqrt(d_model // heads)
         unscaled.in_proj_bias[:d_model] *= math.sqrt(d_model // heads)
-    wrong[NO_SCALE] = _mha(unscaled, x, mask, heads)
+    wrong[NO_SCALE] = mha(unscaled, x, mask, heads)
     expect_shape(probs, (B, heads, T, T), "probs", "(B, H, T, T).")
     expect_shape(out, (B, T, d_model), "out", "(B, T, D).")
     what = say("torch.nn.MultiheadAttention with your weights")
     by_probs = {m: w[1] for m, w in wrong.items()}
     expect_close(probs, want_p, "probs", diagnose=by_probs, what=what)
     by_out = {m: w[0] for m, w in wrong.items()}
-    by_out[UNMERGED] = _unmerged(att, x, want_p, heads)
+    by_out[UNMERGED] = unmerged(att, x, want_p, heads)
     expect_close(out, want, "out", diagnose=by_out, what=what)
-
-
-def _mha(ref, x, mask, heads: int):
-    """torch's (out, per-head probs) for our bool mask (True = may attend)."""
-    with torch.no_grad():
-        return ref(
-            x,
-            x,
-            x,
-            attn_mask=_torch_mask(mask, heads),
-            need_weights=True,
-            average_attn_weights=False,
-        )
 
 
 def mhsa_structure(cls) -> None:
@@ -203,47 +158,6 @@ def mhsa_random(cls, seed: int) -> None:
         )
 
 
-def _reference_layer(block, *, d_model, heads, d_ff, norm_first):
-    ref = nn.TransformerEncoderLayer(
-        d_model,
-        heads,
-        d_ff,
-        dropout=0.0,
-        activation="relu",
-        batch_first=True,
-        norm_first=norm_first,
-    )
-    with torch.no_grad():
-        ref.self_attn.load_state_dict(
-            _mha_like(block.attn, d_model, heads).state_dict()
-        )
-        for mine, theirs in (
-            (block.ff[0], ref.linear1),
-            (block.ff[2], ref.linear2),
-            (block.norm1, ref.norm1),
-            (block.norm2, ref.norm2),
-        ):
-            theirs.load_state_dict(mine.state_dict())
-    return ref.eval()
-
-
-def _without_ff_residual(ref, x, attn_mask) -> torch.Tensor:
-    """``ref``'s output with the feed-forward's residual left out (either LN
-    order), computed from the reference layer's parts (the student's weights)."""
-
-    def sa(y):
-        return ref.self_attn(y, y, y, attn_mask=attn_mask, need_weights=False)[0]
-
-    def ff(y):
-        return ref.linear2(ref.activation(ref.linear1(y)))
-
-    with torch.no_grad():
-        if ref.norm_first:
-            h = x + sa(ref.norm1(x))
-            return ff(ref.norm2(h))
-        return ref.norm2(ff(ref.norm1(x + sa(x))))
-
-
 def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> None:
     torch.manual_seed(seed)
     block = call(cls, d_model, heads, d_ff, norm_first, name="EncoderBlock")
@@ -274,12 +188,12 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
     mask = torch.ones(T, T, dtype=torch.bool).tril() if masked else None
     got = _run(block, x, mask, "EncoderBlock.forward")
     sizes = {"d_model": d_model, "heads": heads, "d_ff": d_ff}
-    ref = _reference_layer(block, **sizes, norm_first=norm_first)
-    other = _reference_layer(block, **sizes, norm_first=not norm_first)
+    ref = reference_layer(block, **sizes, norm_first=norm_first)
+    other = reference_layer(block, **sizes, norm_first=not norm_first)
     with torch.no_grad():
-        want = ref(x, src_mask=_torch_mask(mask, heads))
-        wrong = other(x, src_mask=_torch_mask(mask, heads))
-        no_ff_residual = _without_ff_residual(ref, x, _torch_mask(mask, heads))
+        want = ref(x, src_mask=torch_mask(mask, heads))
+        wrong = other(x, src_mask=torch_mask(mask, heads))
+        no_ff_residual = without_ff_residual(ref, x, torch_mask(mask, heads))
     if norm_first:
         hint = say(
             "with norm_first=True, LayerNorm comes before each sublayer: x + "
