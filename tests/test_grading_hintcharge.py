@@ -1,6 +1,8 @@
 """Hints that cost points: charged into a real nbgrader gradebook as negative extra
 credit on the exercise's test cells, and counted in the class report."""
 
+from datetime import UTC, datetime
+
 import pytest
 
 from course import hintbook
@@ -8,6 +10,8 @@ from course.grading import hintcharge, report
 
 A = "01_config"
 TESTS = hintbook.book()[A]["count_parameters"]["tests"]  # two cells
+STAMP = "2026-12-01 10:00:00 UTC"  # when the graded submissions were made
+SUBMITTED = datetime(2026, 12, 1, 10, tzinfo=UTC).timestamp()
 
 
 @pytest.fixture
@@ -23,7 +27,7 @@ def gradebook(tmp_path):
             gb.add_grade_cell(test, A, A, max_score=1, cell_type="code")
         for student, scores in {"ana": [1, 1], "ben": [0, 1]}.items():
             gb.add_student(student)
-            gb.add_submission(A, student)
+            gb.add_submission(A, student, timestamp=STAMP)
             for test, score in zip(TESTS, scores, strict=True):
                 grade = gb.find_grade(test, A, A, student)
                 grade.auto_score = score
@@ -38,16 +42,31 @@ def _scores(url: str) -> dict[str, float]:
         return {s: gb.find_submission(A, s).score for s in ("ana", "ben")}
 
 
+def _rows(student: str, n: int, cost: float, at: float = SUBMITTED - 60) -> list:
+    """``n`` hints on count_parameters, as the service's record gives them."""
+    return [
+        {"time": at + i, "student": student, "assignment": A,
+         "exercise": "count_parameters", "hint": str(i + 1), "cost": cost}
+        for i in range(n)
+    ]  # fmt: skip
+
+
 def test_each_hint_costs_its_price_never_more_than_the_exercise_scored(gradebook):
-    tally = {("ana", A, "count_parameters"): (3, 1.5),
-             ("ben", A, "count_parameters"): (4, 2.0)}  # fmt: skip
-    charged = hintcharge.charge(db_url=gradebook, tally=tally)
+    rows = _rows("ana", 3, 0.5) + _rows("ben", 4, 0.5)
+    charged = hintcharge.charge(db_url=gradebook, rows=rows)
     assert charged == {("ana", A, "count_parameters"): 1.5,
                        ("ben", A, "count_parameters"): 1.0}  # fmt: skip
     assert _scores(gradebook) == {"ana": 0.5, "ben": 0.0}
     # Charged again (the next ``course grade``): the same, not twice as much.
-    hintcharge.charge(db_url=gradebook, tally=tally)
+    hintcharge.charge(db_url=gradebook, rows=rows)
     assert _scores(gradebook) == {"ana": 0.5, "ben": 0.0}
+
+
+def test_a_hint_asked_after_the_submission_costs_it_nothing(gradebook):
+    rows = _rows("ana", 1, 0.5) + _rows("ana", 2, 0.25, at=SUBMITTED + 60)
+    charged = hintcharge.charge(db_url=gradebook, rows=rows)
+    assert charged == {("ana", A, "count_parameters"): 0.5}
+    assert hintcharge.tally(rows) == {("ana", A, "count_parameters"): (3, 1.0)}
 
 
 def test_an_instructor_s_waiver_stays(gradebook):
@@ -57,8 +76,7 @@ def test_an_instructor_s_waiver_stays(gradebook):
     with Gradebook(gradebook) as gb:
         gb.find_grade(TESTS[0], A, A, "ana").extra_credit = 0.0  # waived
         gb.db.commit()
-    tally = {("ana", A, "count_parameters"): (3, 1.5)}
-    assert hintcharge.charge(db_url=gradebook, tally=tally) == {
+    assert hintcharge.charge(db_url=gradebook, rows=_rows("ana", 3, 0.5)) == {
         ("ana", A, "count_parameters"): 1.0  # only what the other cell scored
     }
     assert _scores(gradebook)["ana"] == 1.0
@@ -100,9 +118,7 @@ def test_the_feedback_says_what_the_hints_took(gradebook):
 
     from course.grading.feedback import ExplainHintCharges
 
-    hintcharge.charge(
-        db_url=gradebook, tally={("ana", A, "count_parameters"): (1, 0.5)}
-    )
+    hintcharge.charge(db_url=gradebook, rows=_rows("ana", 1, 0.5))
     cells = [
         nbformat.v4.new_code_cell(
             "check.x()",

@@ -28,13 +28,13 @@ from . import (
 )
 from .oracles import sample_qk
 from .softmax_scaling import (  # noqa: F401 - the notebook's scaling exercises
+    _diagnose_scores,
+    _random_qk,
     attention_scores_random,
     attention_scores_shape,
     attention_scores_values,
-    diagnose_scores,
     dot_product_std_random,
     dot_product_std_values,
-    random_qk,
     scores_oracle,
 )
 
@@ -117,7 +117,7 @@ def _wrong_weights(Q, K, s) -> dict:
     return {
         WRONG_DIM: _softmax(s, 0) if s.dim() > 2 else _softmax(s, -2),
         ROWS_DIM: _softmax(s, -2),
-        **{k: _softmax(v, -1) for k, v in diagnose_scores(Q, K, s).items()},
+        **{k: _softmax(v, -1) for k, v in _diagnose_scores(Q, K, s).items()},
     }
 
 
@@ -187,7 +187,7 @@ def attention_weights_random(fn, seed: int) -> None:
     for i in range(4):
         _expect_weights(
             fn,
-            *random_qk(
+            *_random_qk(
                 seed + i,
                 B=rng.randint(2, 3),
                 H=rng.randint(2, 4),

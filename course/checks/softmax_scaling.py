@@ -31,7 +31,7 @@ def scores_oracle(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
     return p[..., :-1].log() - p[..., -1:].log()
 
 
-def diagnose_scores(Q, K, s) -> dict:
+def _diagnose_scores(Q, K, s) -> dict:
     """What each scaling or transpose misconception makes of the true scores ``s``
     of ``Q`` and ``K``: its message -> its scores."""
     d = Q.shape[-1]
@@ -58,7 +58,7 @@ def diagnose_scores(Q, K, s) -> dict:
     return out
 
 
-def random_qk(seed: int, *, B, H, Tq, Tk, d):
+def _random_qk(seed: int, *, B, H, Tq, Tk, d):
     """Unit-normal queries (B, H, Tq, d) and keys (B, H, Tk, d), drawn from ``seed``."""
     gen = torch.Generator().manual_seed(seed)
     return torch.randn(B, H, Tq, d, generator=gen), torch.randn(
@@ -82,7 +82,7 @@ def _expect_scores(fn, Q, K) -> None:
         got,
         want,
         "attention_scores(Q, K)",
-        diagnose=diagnose_scores(Q, K, want),
+        diagnose=_diagnose_scores(Q, K, want),
         what=say("torch's scaled dot-product attention"),
         atol=2e-4,
         rtol=2e-4,
@@ -91,7 +91,7 @@ def _expect_scores(fn, Q, K) -> None:
 
 def attention_scores_shape(fn) -> None:
     """attention_scores gives (B, H, Tq, Tk), also when Tq != Tk."""
-    Q, K = random_qk(0, B=2, H=3, Tq=4, Tk=6, d=8)
+    Q, K = _random_qk(0, B=2, H=3, Tq=4, Tk=6, d=8)
     got = call(fn, Q, K, name="attention_scores")
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (2, 3, 6, 4):
         fail(
@@ -118,7 +118,7 @@ def attention_scores_random(fn, seed: int) -> None:
     for i in range(4):
         _expect_scores(
             fn,
-            *random_qk(
+            *_random_qk(
                 seed + i,
                 B=rng.randint(1, 2),
                 H=rng.randint(2, 4),  # H != d and H > 1: every mistake looks different
@@ -127,7 +127,7 @@ def attention_scores_random(fn, seed: int) -> None:
                 d=rng.choice([8, 16, 64]),
             ),
         )
-    Q, K = random_qk(seed, B=1, H=1, Tq=5, Tk=5, d=8)
+    Q, K = _random_qk(seed, B=1, H=1, Tq=5, Tk=5, d=8)
     _expect_scores(fn, Q[0, 0], K[0, 0])  # no batch dims at all
 
 

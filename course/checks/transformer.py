@@ -23,12 +23,12 @@ from .transformer_cases import (
     FF_RESIDUAL,
     INVERTED,
     UNMERGED,
-    mha,
-    mha_like,
-    reference_layer,
-    torch_mask,
-    unmerged,
-    without_ff_residual,
+    _mha,
+    _mha_like,
+    _reference_layer,
+    _torch_mask,
+    _unmerged,
+    _without_ff_residual,
 )
 from .transformer_runs import (  # noqa: F401 - the notebook's second part
     attention_memory_random,
@@ -92,23 +92,23 @@ def _expect_attention(cls, *, d_model, heads, B, T, mask_kind, seed) -> None:
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail("forward should return a pair (out, probs).")
     out, probs = got
-    ref = mha_like(att, d_model, heads)
-    want, want_p = mha(ref, x, mask, heads)
+    ref = _mha_like(att, d_model, heads)
+    want, want_p = _mha(ref, x, mask, heads)
     wrong = {}  # message -> (out, probs) that misconception gives
     if mask is not None:
-        wrong[INVERTED] = mha(ref, x, ~mask, heads)
-    unscaled = mha_like(att, d_model, heads)
+        wrong[INVERTED] = _mha(ref, x, ~mask, heads)
+    unscaled = _mha_like(att, d_model, heads)
     with torch.no_grad():  # q scaled by sqrt(d) cancels torch's 1/sqrt(d)
         unscaled.in_proj_weight[:d_model] *= math.sqrt(d_model // heads)
         unscaled.in_proj_bias[:d_model] *= math.sqrt(d_model // heads)
-    wrong[NO_SCALE] = mha(unscaled, x, mask, heads)
+    wrong[NO_SCALE] = _mha(unscaled, x, mask, heads)
     expect_shape(probs, (B, heads, T, T), "probs", "(B, H, T, T).")
     expect_shape(out, (B, T, d_model), "out", "(B, T, D).")
     what = say("torch.nn.MultiheadAttention with your weights")
     by_probs = {m: w[1] for m, w in wrong.items()}
     expect_close(probs, want_p, "probs", diagnose=by_probs, what=what)
     by_out = {m: w[0] for m, w in wrong.items()}
-    by_out[UNMERGED] = unmerged(att, x, want_p, heads)
+    by_out[UNMERGED] = _unmerged(att, x, want_p, heads)
     expect_close(out, want, "out", diagnose=by_out, what=what)
 
 
@@ -188,12 +188,12 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
     mask = torch.ones(T, T, dtype=torch.bool).tril() if masked else None
     got = _run(block, x, mask, "EncoderBlock.forward")
     sizes = {"d_model": d_model, "heads": heads, "d_ff": d_ff}
-    ref = reference_layer(block, **sizes, norm_first=norm_first)
-    other = reference_layer(block, **sizes, norm_first=not norm_first)
+    ref = _reference_layer(block, **sizes, norm_first=norm_first)
+    other = _reference_layer(block, **sizes, norm_first=not norm_first)
     with torch.no_grad():
-        want = ref(x, src_mask=torch_mask(mask, heads))
-        wrong = other(x, src_mask=torch_mask(mask, heads))
-        no_ff_residual = without_ff_residual(ref, x, torch_mask(mask, heads))
+        want = ref(x, src_mask=_torch_mask(mask, heads))
+        wrong = other(x, src_mask=_torch_mask(mask, heads))
+        no_ff_residual = _without_ff_residual(ref, x, _torch_mask(mask, heads))
     if norm_first:
         hint = say(
             "with norm_first=True, LayerNorm comes before each sublayer: x + "

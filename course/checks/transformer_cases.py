@@ -24,7 +24,7 @@ FF_RESIDUAL = N_(
 )
 
 
-def mha_like(att, d_model: int, heads: int) -> nn.MultiheadAttention:
+def _mha_like(att, d_model: int, heads: int) -> nn.MultiheadAttention:
     """torch's MultiheadAttention holding the student's four projections."""
     ref = nn.MultiheadAttention(d_model, heads, batch_first=True)
     with torch.no_grad():
@@ -39,14 +39,14 @@ def mha_like(att, d_model: int, heads: int) -> nn.MultiheadAttention:
     return ref.eval()
 
 
-def torch_mask(mask, heads: int):
+def _torch_mask(mask, heads: int):
     """Our bool mask (True = may attend) as torch's attn_mask (True = blocked)."""
     if mask is None:
         return None
     return ~(mask if mask.dim() == 2 else mask.repeat_interleave(heads, dim=0))
 
 
-def unmerged(att, x, probs, heads: int) -> torch.Tensor:
+def _unmerged(att, x, probs, heads: int) -> torch.Tensor:
     """The output if the heads' contexts (B, H, T, d) are reshaped to (B, T, D)
     without the transpose, from the module's own weights and the right probs."""
     B, T, D = x.shape
@@ -57,20 +57,20 @@ def unmerged(att, x, probs, heads: int) -> torch.Tensor:
         return F.linear(merged, att.out_proj.weight, att.out_proj.bias)
 
 
-def mha(ref, x, mask, heads: int):
+def _mha(ref, x, mask, heads: int):
     """torch's (out, per-head probs) for our bool mask (True = may attend)."""
     with torch.no_grad():
         return ref(
             x,
             x,
             x,
-            attn_mask=torch_mask(mask, heads),
+            attn_mask=_torch_mask(mask, heads),
             need_weights=True,
             average_attn_weights=False,
         )
 
 
-def reference_layer(block, *, d_model, heads, d_ff, norm_first):
+def _reference_layer(block, *, d_model, heads, d_ff, norm_first):
     """torch's TransformerEncoderLayer (ReLU, no dropout) holding the weights of
     the student's ``block``, LayerNorm first or after as ``norm_first`` says."""
     ref = nn.TransformerEncoderLayer(
@@ -83,7 +83,9 @@ def reference_layer(block, *, d_model, heads, d_ff, norm_first):
         norm_first=norm_first,
     )
     with torch.no_grad():
-        ref.self_attn.load_state_dict(mha_like(block.attn, d_model, heads).state_dict())
+        ref.self_attn.load_state_dict(
+            _mha_like(block.attn, d_model, heads).state_dict()
+        )
         for mine, theirs in (
             (block.ff[0], ref.linear1),
             (block.ff[2], ref.linear2),
@@ -94,7 +96,7 @@ def reference_layer(block, *, d_model, heads, d_ff, norm_first):
     return ref.eval()
 
 
-def without_ff_residual(ref, x, attn_mask) -> torch.Tensor:
+def _without_ff_residual(ref, x, attn_mask) -> torch.Tensor:
     """``ref``'s output with the feed-forward's residual left out (either LN
     order), computed from the reference layer's parts (the student's weights)."""
 
