@@ -3,8 +3,8 @@
 Oracles: torch's softmax over the allowed keys (float64, taken at import:
 :mod:`.debugging_masked`, which checks ``masked_softmax``, re-exported here), the
 model's own attentions on a padded batch (for the key mask and the head split),
-torch's fused ``scaled_dot_product_attention`` (for chunked attention), and
-``nn.TransformerEncoderLayer`` (a position table must break its symmetry).
+and ``nn.TransformerEncoderLayer`` (a position table must break its symmetry).
+Chunked attention is checked in :mod:`.chunked`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import math
 import random
 
 import torch
-import torch.nn.functional as F
 
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
@@ -34,8 +33,6 @@ from .debugging_masked import (  # noqa: F401 - the notebook's first fix
     masked_softmax_values,
 )
 from .oracles import course_case, random_cases
-
-_sdpa = F.scaled_dot_product_attention
 
 KEYS_INVERTED = N_(
     "the mask is inverted: it is True at the padding. attention_mask is 1 at "
