@@ -8,6 +8,13 @@ the largest peak are reported.
 
     .venv/bin/python bench/notebook_cost.py            # every source notebook
     .venv/bin/python bench/notebook_cost.py 05_softmax_and_scaling
+
+Measured 2026-12-01 on the 2-core machine with nothing else running (floor 5.9-6.0
+s, 420 MiB), time as a multiple of the floor: 01 1.12, 02 1.19, 03 1.36, 04 1.17,
+05 1.26, 06 1.36, 07 1.06, 08 1.15, 09 1.39-1.41, 10 1.32-1.53, 11 1.44-1.80
+(09-11 over two or three runs: a ratio moves by up to 0.35 between runs of three
+repeats each). Per cell (nbclient's timings), 10's setup cell is 5.1 s of its 6.6
+s, the floor's own work; 11's two small training demos are about 1 s each.
 """
 
 from __future__ import annotations
