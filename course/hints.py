@@ -106,11 +106,7 @@ def hint(
         exercise = failed[-1]["exercise"]
     found = hintbook.find(exercise)
     if found is None:
-        return Hint(
-            exercise,
-            tell("No exercise {exercise}.", exercise=exercise),
-            tell("The exercise ids are the names you write, e.g. `softmax`."),
-        )
+        return unknown(exercise)
     assignment, _ = found
     mine = [e for e in store.events(assignment) if e["exercise"] == exercise]
     asked = Asked(
@@ -133,6 +129,15 @@ def hint(
     if key is not None:
         store.record(assignment, exercise, "hint", hint=key)
     return shown
+
+
+def unknown(exercise: str) -> Hint:
+    """What a request for an exercise that does not exist gets."""
+    return Hint(
+        exercise,
+        tell("No exercise {exercise}.", exercise=exercise),
+        tell("The exercise ids are the names you write, e.g. `softmax`."),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -113,7 +113,8 @@ def cmd_grade(args) -> int:
     if not chosen.sandboxed:
         print("kernels were not sandboxed (--no-sandbox): the class report says so")
     code, said = hintcharge.settle(root=root, assignments=names, db_url=plan.db_url)
-    print(said or "", end="\n" if said else "")
+    if said:
+        print(said)
     failed = any(r.status == FAILED for r in results)
     return max(code, int(failed))
 

@@ -151,6 +151,14 @@ def unix_accounts(names: list[str], homes: Path, password: str):
         _remove_accounts(list(made))
 
 
+def can_read(user: str, path: Path) -> bool:
+    """Whether the Unix account ``user`` can read the file ``path``."""
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+    proc = subprocess.run([runuser, "-u", user, "--", "cat", str(path)],
+                          capture_output=True)  # fmt: skip
+    return proc.returncode == 0
+
+
 def _remove_accounts(names: list[str]) -> None:
     """End every process of these accounts and delete them (quietly if absent)."""
     for name in names:

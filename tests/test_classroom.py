@@ -244,11 +244,6 @@ def _ana_asks_two_hints(room: Classroom, page) -> list[str]:
     return said
 
 
-def _can_read(user: str, path: Path) -> bool:
-    return subprocess.run([RUNUSER, "-u", user, "--", "cat", str(path)],
-                          capture_output=True).returncode == 0  # fmt: skip
-
-
 def _server_environment(user: str) -> dict[str, str]:
     """The environment of the user's running single-user server, from /proc."""
     uid = pwd.getpwnam(user).pw_uid
@@ -410,8 +405,8 @@ def test_release_submit_grade_feedback(classroom):
         room.course / "source" / A05 / f"{A05}.py",
         room.course / "gradebook.db",
     ]
-    assert [p for p in secrets if _can_read(ANA, p)] == []
-    assert _can_read(ANA, HERE / "course" / "checks" / "__init__.py")
+    assert [p for p in secrets if services.can_read(ANA, p)] == []
+    assert services.can_read(ANA, HERE / "course" / "checks" / "__init__.py")
     # Ana's JupyterLab: the student's tools only, no pop-up, nothing modified.
     assert "Nbgrader" in seen["menus"] and seen["dirty"] == 0, seen
     assert seen["instructor_tools"] == [], seen

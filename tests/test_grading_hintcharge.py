@@ -89,7 +89,7 @@ def test_the_class_report_counts_hints_per_exercise(tmp_path):
     charged = {("ana", A, "count_parameters"): 1.5}
     path = hintcharge.write(tmp_path, tally, charged)
     assert path.stat().st_mode & 0o777 == 0o600
-    assert hintcharge.by_exercise(tmp_path, A) == {
+    assert report.hints_by_exercise(tmp_path, A) == {
         "count_parameters": (4, 2, 1.5),
         "query_linear": (2, 1, 0.0),
     }

@@ -2,23 +2,20 @@
 
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
+import services
 
 from course import hintbook
 from course.grading import private
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="reads as nobody (root)")
-RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
 
 
 def _nobody_reads(path: Path) -> bool:
-    proc = subprocess.run([RUNUSER, "-u", "nobody", "--", "cat", str(path)],
-                          capture_output=True)  # fmt: skip
-    return proc.returncode == 0
+    return services.can_read("nobody", path)
 
 
 @pytest.fixture

@@ -23,12 +23,11 @@ from datetime import UTC
 from pathlib import Path
 
 from .. import hintbook
-from ..hubhints import call_service
+from ..hubhints import TOKEN_ENV, call_service
 from .gradebook import tools_on_path
-from .settings import HintPolicy
+from .settings import HintPolicy, hint_policy
 
 FILE = "hints.csv"  # in reports/: student, assignment, exercise, hints, charged
-TOKEN_ENV = "JUPYTERHUB_API_TOKEN"  # the instructor's, in their hub server
 
 Key = tuple[str, str, str]  # (student, assignment, exercise)
 
@@ -119,7 +118,7 @@ def charge(*, db_url: str, rows: list) -> dict:
     return charged
 
 
-def write(out: Path, tally: dict, charged: dict) -> Path:
+def write(out: Path, counts: dict, charged: dict) -> Path:
     """``out/hints.csv`` (the instructor's alone, 0600): one row per student and
     exercise with hints."""
     out.mkdir(parents=True, exist_ok=True)
@@ -128,28 +127,9 @@ def write(out: Path, tally: dict, charged: dict) -> Path:
     with open(descriptor, "w", newline="") as f:
         rows = csv.writer(f)
         rows.writerow(["student", "assignment", "exercise", "hints", "charged"])
-        for key, (n, _) in sorted(tally.items()):
+        for key, (n, _) in sorted(counts.items()):
             rows.writerow([*key, n, f"{charged.get(key, 0.0):g}"])
     return path
-
-
-def by_exercise(out: Path, assignment: str) -> dict[str, tuple[int, int, float]]:
-    """``{exercise: (hints, students, points charged)}`` of one assignment, from
-    ``out/hints.csv`` (empty without one)."""
-    try:
-        with open(out / FILE, newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r["assignment"] == assignment]
-    except (OSError, KeyError):
-        return {}
-    found: dict[str, tuple[int, int, float]] = {}
-    for r in rows:
-        hints, students, points = found.get(r["exercise"], (0, 0, 0.0))
-        found[r["exercise"]] = (
-            hints + int(r["hints"]),
-            students + 1,
-            points + float(r["charged"]),
-        )
-    return found
 
 
 def settle(*, root: Path, assignments: list[str], db_url: str) -> tuple[int, str]:
@@ -157,8 +137,6 @@ def settle(*, root: Path, assignments: list[str], db_url: str) -> tuple[int, str
     the policy in ``root``'s ``nbgrader_config.py`` says. Returns an exit status
     (1: hints cost points and their record could not be read) and what to print.
     """
-    from .settings import hint_policy
-
     policy = hint_policy(root)
     if not policy.record:
         if policy.points_per_hint:

@@ -97,23 +97,16 @@ def give(
 ) -> tuple[int, dict]:
     """The answer to one request: an HTTP status and ``{"hint", "key"}``."""
 
-    def refuse(status: int, title: str, text: str) -> tuple[int, dict]:
-        hint = hints.Hint(asked.exercise, title, text)
-        return status, {"hint": asdict(hint), "key": None}
-
     if not policy.available:
-        return refuse(
-            403,
+        off = hints.Hint(
+            asked.exercise,
             tell("No hints in this class."),
             tell("Your instructor has turned hints off for graded work."),
         )
+        return 403, {"hint": asdict(off), "key": None}
     found = hintbook.find(asked.exercise)
     if found is None:
-        return refuse(
-            404,
-            tell("No exercise {exercise}.", exercise=asked.exercise),
-            tell("The exercise ids are the names you write, e.g. `softmax`."),
-        )
+        return 404, {"hint": asdict(hints.unknown(asked.exercise)), "key": None}
     assignment, entry = found
     if asked.mistake not in entry["mistakes"]:  # a key the kernel made up: none
         asked = hints.Asked(**{**asdict(asked), "mistake": None})

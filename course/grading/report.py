@@ -113,6 +113,12 @@ def verdicts_by_exercise(
     return out
 
 
+def _table(title: str, heads: list[str], rows: str) -> str:
+    """A titled HTML table: its headings, then ``rows`` (``<tr>`` elements)."""
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    return f"<h3>{title}</h3><table><tr>{head}</tr>{rows}</table>"
+
+
 def _rank(name: str, order: list[str]) -> tuple[int, str]:
     return (order.index(name) if name in order else len(order), name)
 
@@ -124,15 +130,37 @@ def _verdict_table(by_exercise: dict[str, Counter], order: list[str]) -> str:
         for name in sorted(by_exercise, key=lambda e: _rank(e, order))
         for v, n in by_exercise[name].most_common(5)
     )
-    title = say("Most common verdicts, by exercise")
-    head = "".join(f"<th>{h}</th>" for h in heads)
-    return f"<h3>{title}</h3><table><tr>{head}</tr>{rows}</table>"
+    return _table(say("Most common verdicts, by exercise"), heads, rows)
+
+
+def _rows(path: Path, assignment: str) -> list[dict]:
+    """The rows of one assignment in a CSV file that ``course grade`` wrote
+    (none without the file, or with other columns)."""
+    try:
+        with open(path, newline="") as f:
+            return [r for r in csv.DictReader(f) if r["assignment"] == assignment]
+    except (OSError, KeyError):
+        return []
+
+
+def hints_by_exercise(out: Path, assignment: str) -> dict[str, tuple[int, int, float]]:
+    """``{exercise: (hints, students, points charged)}`` of one assignment, from
+    ``out/hints.csv`` (:func:`course.grading.hintcharge.write`; empty without it)."""
+    found: dict[str, tuple[int, int, float]] = {}
+    for r in _rows(out / hintcharge.FILE, assignment):
+        hints, students, points = found.get(r["exercise"], (0, 0, 0.0))
+        found[r["exercise"]] = (
+            hints + int(r["hints"]),
+            students + 1,
+            points + float(r["charged"]),
+        )
+    return found
 
 
 def _hint_table(out: Path, assignment: str, order: list[str]) -> str:
     """Hints asked per exercise over the class, from ``course grade``'s record
     (empty without one): which exercises needed most hints."""
-    found = hintcharge.by_exercise(out, assignment)
+    found = hints_by_exercise(out, assignment)
     if not found:
         return ""
     heads = [say("exercise"), say("hints"), say("students"), say("points charged")]
@@ -143,20 +171,13 @@ def _hint_table(out: Path, assignment: str, order: list[str]) -> str:
             found.items(), key=lambda item: (-item[1][0], _rank(item[0], order))
         )
     )
-    title = say("Hints asked, by exercise")
-    head = "".join(f"<th>{h}</th>" for h in heads)
-    return f"<h3>{title}</h3><table><tr>{head}</tr>{rows}</table>"
+    return _table(say("Hints asked, by exercise"), heads, rows)
 
 
 def _to_review(out: Path, assignment: str) -> str:
     """The submissions of ``assignment`` that the last ``course grade`` flagged or
     could not grade, with its reasons (empty if none, or no log)."""
-    try:
-        with open(out / LOG_FILE, newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r["assignment"] == assignment]
-    except (OSError, KeyError):
-        return ""
-    rows = [r for r in rows if r.get("status") in REVIEW]
+    rows = [r for r in _rows(out / LOG_FILE, assignment) if r.get("status") in REVIEW]
     if not rows:
         return ""
     heads = [say("student"), say("status"), say("reasons")]
@@ -165,9 +186,7 @@ def _to_review(out: Path, assignment: str) -> str:
         for r in sorted(rows, key=lambda r: (r["status"], r["student"]))
         for keys in [("student", "status", "reasons")]
     )
-    title = say("Submissions to review")
-    head = "".join(f"<th>{h}</th>" for h in heads)
-    return f"<h3>{title}</h3><table><tr>{head}</tr>{body}</table>"
+    return _table(say("Submissions to review"), heads, body)
 
 
 def _section(*, root: Path, assignment: str, out: Path, db_url: str | None):
