@@ -61,27 +61,38 @@ def _measure_once(path: str) -> dict:
 
 
 def measure(path: str, repeat: int = 3) -> dict:
-    """Median seconds and peak memory over ``repeat`` runs (timings are noisy)."""
-    runs = [_measure_once(path) for _ in range(repeat)]
-    mid = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
-    return {"seconds": mid["seconds"], "peak_mib": max(r["peak_mib"] for r in runs)}
+    """Seconds as a multiple of the floor, and peak memory, over ``repeat`` pairs.
+
+    Each run of the notebook follows a run of the floor, and its ratio is taken to
+    that floor: the machine's speed drifts by a third over minutes here, so a floor
+    measured once, at the start, would move every ratio with it. The median pair's
+    ratio is reported.
+    """
+    pairs = [(_measure_once("floor"), _measure_once(path)) for _ in range(repeat)]
+    ratios = sorted((run["seconds"] / floor["seconds"], run) for floor, run in pairs)
+    ratio, mid = ratios[len(ratios) // 2]
+    return {
+        "seconds": mid["seconds"],
+        "ratio": ratio,
+        "spread": (ratios[0][0], ratios[-1][0]),
+        "peak_mib": max(run["peak_mib"] for _, run in pairs),
+        "floor_mib": max(floor["peak_mib"] for floor, _ in pairs),
+    }
 
 
 def main(names: list[str]) -> None:
-    floor = measure("floor")
     print(
-        f"floor (imports + model load): {floor['seconds']:.1f} s, kernel peak {floor['peak_mib']:.0f} MiB"
-    )
-    print(
-        f"{'notebook':28s} {'seconds':>8s} {'x floor':>8s} {'peak MiB':>9s} {'MB':>5s}"
+        f"{'notebook':28s} {'seconds':>8s} {'x floor':>8s} {'range':>11s} "
+        f"{'peak MiB':>9s} {'floor MiB':>9s}"
     )
     for nb in sorted((ROOT / "source").glob("*/*.ipynb")):
         if names and nb.stem not in names:
             continue
         m = measure(str(nb))
+        low, high = m["spread"]
         print(
-            f"{nb.stem:28s} {m['seconds']:8.1f} {m['seconds'] / floor['seconds']:8.2f} "
-            f"{m['peak_mib']:9.0f} {m['peak_mib'] * 1.048576:5.0f}"
+            f"{nb.stem:28s} {m['seconds']:8.1f} {m['ratio']:8.2f} "
+            f"{low:5.2f}-{high:<5.2f} {m['peak_mib']:9.0f} {m['floor_mib']:9.0f}"
         )
 
 

@@ -25,7 +25,7 @@ import jupytext
 import nbformat
 from ipykernel.ipkernel import IPythonKernel
 
-from . import catalog, hintbook, i18n
+from . import catalog, hintauthoring, hintbook, i18n
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     english = {py.stem: build(py) for py in sources(args.root)}
     verdicts = [m.id for m in catalog.verdict_template() if m.id]
-    hints = hintbook.build(english, args.root, verdicts)
+    hints = hintauthoring.build(english, args.root, verdicts)
     if args.catalog:
         for lang in i18n.LOCALES:
             catalog.update_catalog(english, i18n.catalog_path(lang))
@@ -148,10 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.root.resolve() == ROOT:  # a copy of the course (an instructor's) has no
         # package of its own: the hints the kernels read are the installed course's
         stale += _write(
-            hintbook.DATA, hintbook.text(hintbook.public(hints)), check=args.check
+            hintbook.DATA,
+            hintauthoring.text(hintauthoring.public(hints)),
+            check=args.check,
         )
         stale += _write(
-            hintbook.TEXTS, hintbook.text(hintbook.written(hints)), check=args.check
+            hintbook.TEXTS,
+            hintauthoring.text(hintauthoring.written(hints)),
+            check=args.check,
         )
     for py in sources(args.root):
         for target, nb in editions(py, args.root, tables).items():

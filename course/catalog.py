@@ -233,12 +233,12 @@ def update_verdicts(lang: str) -> None:
 
 def update_hints(lang: str, data: dict) -> None:
     """Bring ``hints.po`` (the views' sentences) and ``hinttexts.po`` (the hints)
-    up to date with the hints (:func:`course.hintbook.build`); compile both."""
-    from . import hintbook
+    up to date with the hints (:func:`course.hintauthoring.build`); compile both."""
+    from . import hintauthoring, hintbook
 
     for domain, template in (
-        ("hints", hintbook.template()),
-        (hintbook.TEXT_DOMAIN, hintbook.text_template(data)),
+        ("hints", hintauthoring.template()),
+        (hintbook.TEXT_DOMAIN, hintauthoring.text_template(data)),
     ):
         path = catalog_path(lang, domain)
         compile_catalog(_merge(template, path), path.with_suffix(".mo"))

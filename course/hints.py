@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import hintbook, hubhints, progress
-from .i18n import tell
+from .i18n import sentences, tell
 
 ENV = "COURSE_HINTS"
 NBGRADER_ENV = "NBGRADER_EXECUTION"  # set while nbgrader validates or grades
@@ -181,7 +181,7 @@ def choose(
         given, key = _next_step(asked, assignment, shown, unlock or policy())
     if key and cost:
         note = tell("This hint costs {cost} points of the exercise.", cost=cost)
-        given.note = " ".join(filter(None, [given.note, note]))
+        given.note = sentences(given.note, note)
     return given, key
 
 

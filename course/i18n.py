@@ -100,6 +100,15 @@ def tell(message: str, /, context: str | None = None, **fields) -> str:
     return message.format(**fields) if fields else message
 
 
+def sentences(*parts: str | None) -> str:
+    """The non-empty ``parts`` as one text: after full-width punctuation (Chinese)
+    the next sentence follows at once, after any other a space comes between."""
+    text = ""
+    for part in filter(None, parts):
+        text += part if not text or text[-1] in "。！？）」：；" else " " + part
+    return text
+
+
 _TABLES: dict[tuple[str, str], gettext.GNUTranslations] = {}
 
 

@@ -7,6 +7,7 @@ number, an error text or a name, in the Chinese edition too. When torch or
 transformers change what they do, the test fails and the sentence gets fixed.
 """
 
+import ast
 import copy
 import json
 import math
@@ -401,6 +402,47 @@ def test_the_permutation_tolerance_fits_float32_and_the_checks_run_in_float64():
         "The tests run their layers in float64",
     )
     says("08_positions_and_masks", "atol=1e-5, rtol=1e-4", "float64", both=True)
+
+
+# 11 §4: the echo run without positions flattens; with positions it falls past
+
+
+def _guess_from_earlier_counts(rows: int = 20_000) -> float:
+    """The echo task's cross-entropy when guessing each target from how often each
+    token came before it (what a model that cannot tell positions apart can use)."""
+    tokens, targets = data.echo_task(rows, torch.Generator().manual_seed(0))
+    losses = []
+    for t in range(data.ECHO_LAG, data.ECHO_LEN):
+        counts = F.one_hot(tokens[:, :t], data.ECHO_VOCAB).sum(1)  # (rows, vocab)
+        guess = counts.double() / t
+        losses.append(-guess.gather(1, targets[:, t, None]).log().mean().item())
+    return sum(losses) / len(losses)
+
+
+def test_11_s_echo_loss_flattens_without_positions_and_falls_past_with_them():
+    a = "11_debugging"
+    ns = {"torch": torch, "nn": nn, "F": F, "data": data}
+    given = ast.parse(_cell_after(a, "class EchoModel"))
+    given.body = [
+        s for s in given.body if isinstance(s, (ast.ClassDef, ast.FunctionDef))
+    ]
+    exec(compile(given, a, "exec"), ns)
+    exec(_cell_after(a, "def position_table"), ns)
+    without = ns["train_echo"](None)
+    with_positions = ns["train_echo"](ns["position_table"](data.ECHO_LEN, 64))
+    counts = _guess_from_earlier_counts()
+    assert len(without) == 60
+    assert without[-1] < without[0] - 0.5  # falls at first
+    late, last = without[30:40], without[50:]
+    assert abs(sum(late) / 10 - sum(last) / 10) < 0.1  # then flattens
+    assert min(without) > counts - 0.1  # no better than the earlier tokens' counts
+    assert with_positions[-1] < counts - 0.5  # with positions: past that plateau
+    says(
+        a,
+        "The loss falls at first (the model learns which tokens it has seen so far, "
+        "and guessing among those beats guessing among all 16), then flattens",
+        "but in 60 steps this model does not learn to",
+    )
 
 
 # 11 §5: a first block that is all masked

@@ -7,7 +7,16 @@ import nbformat
 import pytest
 import torch
 
-from course import authoring, grading, hintbook, hints, hubhints, i18n, progress
+from course import (
+    authoring,
+    grading,
+    hintauthoring,
+    hintbook,
+    hints,
+    hubhints,
+    i18n,
+    progress,
+)
 from course import catalog as catalogs
 from course.checks import CheckFailed
 from course.checks import softmax as softmax_checks
@@ -33,8 +42,8 @@ def test_every_exercise_has_three_steps_and_each_hint_a_translation():
             for a in answers
         )
     templates = {
-        "hints": hintbook.template(),
-        hintbook.TEXT_DOMAIN: hintbook.text_template(_built()),
+        "hints": hintauthoring.template(),
+        hintbook.TEXT_DOMAIN: hintauthoring.text_template(_built()),
     }
     for domain, template in templates.items():
         found = catalogs.read_catalog(i18n.catalog_path("zh", domain))
@@ -52,7 +61,7 @@ def test_every_exercise_has_three_steps_and_each_hint_a_translation():
 def _built() -> dict:
     """The hints as authoring builds them, texts and all."""
     verdicts = [m.id for m in catalogs.verdict_template() if m.id]
-    return hintbook.build(_english_notebooks(), authoring.ROOT, verdicts)
+    return hintauthoring.build(_english_notebooks(), authoring.ROOT, verdicts)
 
 
 def _solution_lines(nb) -> set[str]:
@@ -103,16 +112,16 @@ def test_a_mistake_starts_exactly_one_sentence_of_the_checks(tmp_path):
     (tmp_path / "source" / A).mkdir(parents=True)
     toml = tmp_path / "source" / A / "hints.toml"
     toml.write_text(written)
-    built = hintbook.build(notebooks, tmp_path, verdicts)
-    assert hintbook.public(built) == {A: hintbook.book()[A]}
-    assert hintbook.written(built) == {A: hintbook.texts()[A]}
+    built = hintauthoring.build(notebooks, tmp_path, verdicts)
+    assert hintauthoring.public(built) == {A: hintbook.book()[A]}
+    assert hintauthoring.written(built) == {A: hintbook.texts()[A]}
     toml.write_text(written.replace('verdict = "rows do not sum', 'verdict = "rows'))
     with pytest.raises(ValueError, match="not one"):
-        hintbook.build(notebooks, tmp_path, verdicts)
+        hintauthoring.build(notebooks, tmp_path, verdicts)
     two_steps = [x for x in written.splitlines() if "Multiply elementwise" not in x]
     toml.write_text("\n".join(two_steps))
     with pytest.raises(ValueError, match="fewer than three"):
-        hintbook.build(notebooks, tmp_path, verdicts)
+        hintauthoring.build(notebooks, tmp_path, verdicts)
 
 
 def _wrong_softmax(scores, dim=-1):
@@ -210,3 +219,18 @@ def test_a_copy_of_the_course_gets_no_package_data(tmp_path):
     root = grading.make_course(tmp_path / "course")
     assert authoring.main(["--root", str(root)]) == 0
     assert (root / "source").is_dir() and not (root / "course").exists()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_costed_hint_s_note_joins_its_sentences_as_the_language_does(
+    monkeypatch, lang
+):
+    monkeypatch.setenv("COURSE_LANG", lang)
+    hint, key = hints.choose(
+        hints.Asked(exercise="softmax"), assignment=A, shown=[], cost=0.5
+    )
+    assert key == "1" and "0.5" in hint.note
+    if lang == "zh":
+        assert "扣" in hint.note and re.search(r"[。！？]\s", hint.note) is None
+    else:
+        assert re.search(r"\. This hint costs 0\.5 points", hint.note)

@@ -638,3 +638,9 @@ def test_each_notebook_glosses_token_at_first_use_and_06_bridges_to_d2l():
     assert glossed >= 9
     bridge = "\n".join(v for (c, _), v in table.items() if c == "06_manual_attention")
     assert "注意力汇聚" in bridge and "掩蔽 softmax" in bridge
+
+
+def test_sentences_follow_full_width_punctuation_at_once_and_others_after_a_space():
+    assert i18n.sentences("Try again.", None, "It costs 1.") == "Try again. It costs 1."
+    assert i18n.sentences("再试一次。", "", "扣 1 分。") == "再试一次。扣 1 分。"
+    assert i18n.sentences(None, "一句。") == "一句。"

@@ -371,7 +371,7 @@ def train_echo(positions, steps=60, lr=5e-3):
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
-        x, y = data.echo_task(64, gen)
+        x, y = data.echo_task(32, gen)
         loss = F.cross_entropy(net(x).flatten(0, 1), y.flatten(), ignore_index=-100)
         opt.zero_grad()
         loss.backward()
@@ -387,13 +387,14 @@ print(
 )
 
 # %% [markdown]
-# The loss drops a little (the model learns which tokens it has seen so far) and
-# then stays flat: nothing tells it which earlier token is 3 steps back. Without
-# a mask, attention is *permutation-equivariant* (08): reorder the tokens and the
-# outputs reorder with them. With this causal mask, a first layer's output at
-# position t is the same however the tokens before t are ordered; deeper layers
-# could work positions out indirectly (by counting the tokens before them, say),
-# but in 60 steps this model does not learn to.
+# The loss falls at first (the model learns which tokens it has seen so far, and
+# guessing among those beats guessing among all 16), then flattens: nothing tells
+# it which earlier token is 3 steps back. Without a mask, attention is
+# *permutation-equivariant* (08): reorder the tokens and the outputs reorder with
+# them. With this causal mask, a first layer's output at position t is the same
+# however the tokens before t are ordered; deeper layers could work positions out
+# indirectly (by counting the tokens before them, say), but in 60 steps this model
+# does not learn to.
 #
 # **Exercise 4.** Write `position_table(seq_len, d_model)`: a (seq_len, d_model)
 # float tensor to add to the embeddings, one distinct row per position, values

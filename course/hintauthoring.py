@@ -1,0 +1,148 @@
+"""Building the hints' package data (``python -m course.authoring``).
+
+Reads each exercise's hints from ``source/<a>/hints.toml`` and the built English
+notebooks, whose cell roles and test-to-exercise rule are nbgrader's and the
+course's own (:mod:`course.grading.cells`); writes what :mod:`course.hintbook`
+reads at run time (``hints.json``, ``hint_texts.json``) and the catalogs to
+translate. Runs where the course is authored, never in a student's kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+from .grading import cells
+from .hintbook import DATA
+
+MIN_STEPS = 3
+
+
+def build(notebooks: dict, root: Path, verdicts: list[str]) -> dict:
+    """The package data from ``source/<a>/hints.toml`` and the built notebooks.
+
+    Parameters
+    ----------
+    notebooks : dict
+        ``{assignment: English source notebook}``.
+    root : Path
+        The course folder.
+    verdicts : list of str
+        Every sentence of the verdict catalog; a ``verdict`` must start exactly one.
+
+    Raises
+    ------
+    ValueError
+        An exercise without its hints, fewer than three steps, a misconception
+        whose verdict starts no check sentence or several, or an unknown exercise.
+    """
+    out = {}
+    for assignment, nb in notebooks.items():
+        answers = [c.id for c in nb.cells if cells.is_answer(c)]
+        written = tomllib.loads(
+            (root / "source" / assignment / "hints.toml").read_text("utf-8")
+        )
+        if extra := set(written) - set(answers):
+            raise ValueError(f"{assignment}: hints for no exercise: {sorted(extra)}")
+        entries = {}
+        for exercise in answers:
+            if len(written.get(exercise, {}).get("steps", [])) < MIN_STEPS:
+                raise ValueError(f"{assignment}/{exercise}: fewer than three hints")
+            tests = [
+                c
+                for c in nb.cells
+                if cells.is_test(c) and cells.exercise(c.id, answers) == exercise
+            ]
+            mistakes = {
+                key: {"verdict": _resolve(m["verdict"], verdicts), "hint": m["hint"]}
+                for key, m in written[exercise].get("mistakes", {}).items()
+            }
+            entries[exercise] = {
+                "tests": [c.id for c in tests],
+                "hidden": [c.id for c in tests if cells.has_hidden_tests(c.source)],
+                "steps": written[exercise]["steps"],
+                "mistakes": mistakes,
+            }
+        out[assignment] = entries
+    ids = [i for ex in out.values() for e, v in ex.items() for i in [e, *v["tests"]]]
+    if twice := sorted({i for i in ids if ids.count(i) > 1}):
+        raise ValueError(f"ids of two exercises: {twice}")  # a cell id names one
+    return out
+
+
+def _resolve(start: str, verdicts: list[str]) -> str:
+    found = [v for v in verdicts if v.startswith(start)]
+    if len(found) != 1:
+        raise ValueError(f"{start!r} starts {len(found)} check sentences, not one")
+    return found[0]
+
+
+def public(data: dict) -> dict:
+    """What :func:`build` made, without the texts: ``hints.json``."""
+    return {
+        a: {
+            e: {
+                "tests": entry["tests"],
+                "hidden": entry["hidden"],
+                "steps": len(entry["steps"]),
+                "mistakes": {
+                    k: {"verdict": m["verdict"]} for k, m in entry["mistakes"].items()
+                },
+            }
+            for e, entry in exercises.items()
+        }
+        for a, exercises in data.items()
+    }
+
+
+def written(data: dict) -> dict:
+    """What :func:`build` made, the texts alone: ``hint_texts.json``."""
+    return {
+        a: {
+            e: {
+                "steps": entry["steps"],
+                "mistakes": {k: m["hint"] for k, m in entry["mistakes"].items()},
+            }
+            for e, entry in exercises.items()
+        }
+        for a, exercises in data.items()
+    }
+
+
+def text(data: dict) -> str:
+    """The exact text a part of the package data is stored as."""
+    return json.dumps(data, ensure_ascii=False, indent=1) + "\n"
+
+
+def text_template(data: dict):
+    """Every hint (context ``<assignment>/<exercise>``) as a Babel catalog to
+    translate (``hinttexts.po``)."""
+    from babel.messages.catalog import Catalog
+
+    catalog = Catalog(project="attention-by-hand")
+    for assignment, exercises in data.items():
+        for exercise, entry in exercises.items():
+            context = f"{assignment}/{exercise}"
+            texts = entry["steps"] + [m["hint"] for m in entry["mistakes"].values()]
+            for hint in texts:
+                catalog.add(hint, context=context, locations=[(assignment, 0)])
+    return catalog
+
+
+def template():
+    """Every sentence of the hints and progress views, as a Babel catalog to
+    translate (``hints.po``)."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.extract import extract_from_file
+
+    catalog = Catalog(project="attention-by-hand")
+    here = DATA.parent.parent
+    for name in ("hints.py", "hubhints.py", "progress.py", "grading/hintservice.py"):
+        found = extract_from_file(
+            "python", here / name, keywords={"tell": None, "N_": None}
+        )
+        for lineno, message, _, context in found:
+            if isinstance(message, str):
+                catalog.add(message, context=context, locations=[(name, lineno)])
+    return catalog
