@@ -178,7 +178,9 @@ def choose(
             number=key,
         )
     else:
-        given, key = _next_step(asked, assignment, shown, unlock or policy())
+        given, key = _next_step(
+            asked, assignment=assignment, shown=shown, unlock=unlock or policy()
+        )
     if key and cost:
         note = tell("This hint costs {cost} points of the exercise.", cost=cost)
         given.note = sentences(given.note, note)
@@ -211,7 +213,7 @@ def _steps_shown(shown: list[str]) -> list[int]:
     return sorted({int(k) for k in shown if k.isdigit()})
 
 
-def _next_step(asked, assignment, shown, unlock) -> tuple[Hint, str | None]:
+def _next_step(asked, *, assignment, shown, unlock) -> tuple[Hint, str | None]:
     exercise = asked.exercise
     steps = hintbook.steps(assignment, exercise)
     n = len(_steps_shown(shown)) + 1

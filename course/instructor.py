@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from . import grading, i18n
+from .grading.cells import stage_folder
 
 
 def cmd_release(args) -> int:
@@ -126,9 +127,9 @@ def cmd_feedback(args) -> int:
     root = Path(args.root).resolve()
     db = f"--CourseDirectory.db_url={gradebook.url(root, args.db)}"
     for name in args.assignments or grading.assignments(root):
-        if (root / "autograded").is_dir():
+        if stage_folder(root, "autograded").is_dir():
             grading.nbgrader("generate_feedback", name, "--force", db, root=root)
-            print(f"feedback for {name} in {root / 'feedback'}")
+            print(f"feedback for {name} in {stage_folder(root, 'feedback')}")
     return 0
 
 

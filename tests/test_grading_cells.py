@@ -135,6 +135,7 @@ def test_folders_follow_nbgraders_directory_structure(
     )
     path = cells.notebook_path(tmp_path, stage, "01_config", student=student)
     assert path == tmp_path / expected / "01_config.ipynb"
+    assert cells.stage_folder(tmp_path, stage) == tmp_path / expected.split("/")[0]
 
 
 def test_error_messages_and_test_sources(tmp_path):

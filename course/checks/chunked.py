@@ -64,7 +64,7 @@ def oracle(Q, K, V, mask=None) -> torch.Tensor:
     return _sdpa(Q.double(), K.double(), V.double(), attn_mask=m)
 
 
-def _per_block(Q, K, V, chunk: int, mask=None) -> tuple[torch.Tensor, ...]:
+def _per_block(Q, K, V, *, chunk: int, mask=None) -> tuple[torch.Tensor, ...]:
     """The misconception: each block's softmax normalised on its own, summed.
 
     A block where a query may attend no key is where ways of writing it differ:
@@ -88,7 +88,7 @@ def _per_block(Q, K, V, chunk: int, mask=None) -> tuple[torch.Tensor, ...]:
     return tuple(outs.values())
 
 
-def _run(fn, Q, K, V, chunk: int, mask=None):
+def _run(fn, Q, K, V, *, chunk: int, mask=None):
     targets = [(F, "scaled_dot_product_attention")]
     args = (Q.clone(), K.clone(), V.clone(), chunk)
     kwargs = {} if mask is None else {"mask": mask.clone()}
@@ -99,11 +99,11 @@ def _run(fn, Q, K, V, chunk: int, mask=None):
     return got
 
 
-def _wrong(Q, K, V, chunk: int, mask=None) -> dict:
+def _wrong(Q, K, V, *, chunk: int, mask=None) -> dict:
     """What each named misconception would return."""
     wrong = {NO_SCALE: oracle(Q * math.sqrt(Q.shape[-1]), K, V, mask)}
     if chunk < K.shape[-2]:
-        wrong[PER_BLOCK] = _per_block(Q, K, V, chunk, mask)
+        wrong[PER_BLOCK] = _per_block(Q, K, V, chunk=chunk, mask=mask)
         if mask is not None:
             first = torch.broadcast_to(mask, (*Q.shape[:-1], K.shape[-2]))
             empty = ~first[..., :chunk].any(-1, keepdim=True)  # (..., Tq, 1)
@@ -113,14 +113,14 @@ def _wrong(Q, K, V, chunk: int, mask=None) -> dict:
     return wrong
 
 
-def _expect_values(fn, Q, K, V, chunk: int, mask=None) -> None:
-    out, _ = _run(fn, Q, K, V, chunk, mask)
+def _expect_values(fn, Q, K, V, *, chunk: int, mask=None) -> None:
+    out, _ = _run(fn, Q, K, V, chunk=chunk, mask=mask)
     name = say(
         "chunked_attention with Tk={Tk}, chunk_size={chunk}",
         Tk=K.shape[-2],
         chunk=chunk,
     )
-    wrong = _wrong(Q, K, V, chunk, mask)
+    wrong = _wrong(Q, K, V, chunk=chunk, mask=mask)
     expect_close(out, oracle(Q, K, V, mask), name, diagnose=wrong, what="torch")
 
 
@@ -149,27 +149,27 @@ def chunked_attention_values(fn) -> None:
     """Equal to full attention; blocks that do not divide Tk evenly."""
     gen = torch.Generator().manual_seed(1111)
     for chunk in (3, 16, 50):
-        _expect_values(fn, *_qkv(gen, (2, 3), Tq=7, Tk=16, d=8), chunk)
+        _expect_values(fn, *_qkv(gen, (2, 3), Tq=7, Tk=16, d=8), chunk=chunk)
 
 
 def chunked_attention_mask(fn) -> None:
     """With a bool mask (True = may attend), also one that is causal."""
     gen = torch.Generator().manual_seed(1112)
     Q, K, V = _qkv(gen, (2,), Tq=6, Tk=10, d=4)
-    _expect_values(fn, Q, K, V, 4, _mask(gen, (2,), Tq=6, Tk=10))
+    _expect_values(fn, Q, K, V, chunk=4, mask=_mask(gen, (2,), Tq=6, Tk=10))
     causal = torch.ones(10, 10, dtype=torch.bool).tril()
     Q, K, V = _qkv(gen, (1, 2), Tq=10, Tk=10, d=4)
-    _expect_values(fn, Q, K, V, 3, causal)
+    _expect_values(fn, Q, K, V, chunk=3, mask=causal)
     # a dense random mask and small blocks: query 0 may attend nothing in the first
     Q, K, V = _qkv(gen, (2,), Tq=5, Tk=12, d=4)
-    _expect_values(fn, Q, K, V, 2, _mask(gen, (2,), Tq=5, Tk=12, chunk=2))
+    _expect_values(fn, Q, K, V, chunk=2, mask=_mask(gen, (2,), Tq=5, Tk=12, chunk=2))
 
 
 def chunked_attention_memory(fn) -> None:
     """No tensor as large as a whole (Tq, Tk) score matrix is ever made."""
     gen = torch.Generator().manual_seed(1113)
     Q, K, V = _qkv(gen, (1, 2), Tq=64, Tk=1024, d=8)
-    out, largest = _run(fn, Q, K, V, 128)
+    out, largest = _run(fn, Q, K, V, chunk=128)
     whole = 2 * 64 * 1024
     size = math.prod(largest) if largest else 0
     if size >= whole // 2:
@@ -184,7 +184,7 @@ def chunked_attention_memory(fn) -> None:
     # Memory is this test's question; a named mistake in the values is judged by
     # the others, but the result must still be (some) attention.
     tries = [oracle(Q, K, V)]
-    for wrong in _wrong(Q, K, V, 128).values():
+    for wrong in _wrong(Q, K, V, chunk=128).values():
         tries += wrong if isinstance(wrong, tuple) else [wrong]
     out = expect_shape(out, tries[0].shape, "chunked_attention(Q, K, V, 128)")
     if not any(is_close(out, t) for t in tries):
@@ -210,10 +210,12 @@ def chunked_attention_random(fn, seed: int) -> None:
         Q, K, V = _qkv(gen, batch, Tq=Tq, Tk=Tk, d=d, dtype=dtype)
         masked = not split and rng.random() < 0.5
         mask = _mask(gen, batch, Tq=Tq, Tk=Tk, chunk=chunk) if masked else None
-        _expect_values(fn, Q, K, V, chunk, mask)
+        _expect_values(fn, Q, K, V, chunk=chunk, mask=mask)
     batch = tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
     Tq, Tk, d = rng.randint(1, 9), rng.randint(4, 20), rng.choice([2, 4, 8])
     chunk = rng.randint(1, Tk // 2)
     dtype = rng.choice([torch.float32, torch.float64])
     Q, K, V = _qkv(gen, batch, Tq=Tq, Tk=Tk, d=d, dtype=dtype)
-    _expect_values(fn, Q, K, V, chunk, _mask(gen, batch, Tq=Tq, Tk=Tk, chunk=chunk))
+    _expect_values(
+        fn, Q, K, V, chunk=chunk, mask=_mask(gen, batch, Tq=Tq, Tk=Tk, chunk=chunk)
+    )

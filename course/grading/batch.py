@@ -20,14 +20,14 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from . import cluster, engine, gradebook
-from .cells import folder, notebook_path, test_sources
+from .cells import folder, notebook_path, stage_folder, test_sources
 from .results import FAILED, FLAGGED, GRADED, SKIPPED, Result, collect
 from .settings import Settings, resolve
 
 
 def submissions(root: Path, assignment: str) -> list[str]:
     """Students with a folder for ``assignment`` under ``submitted/``."""
-    base = root / "submitted"
+    base = stage_folder(root, "submitted")
     if not base.is_dir():
         return []
     return sorted(

@@ -105,6 +105,13 @@ def test_sources(nb: dict) -> dict[str, str]:
     }
 
 
+def stage_folder(root: Path, stage: str) -> Path:
+    """``root``'s folder of nbgrader step ``stage`` (``submitted``, ...), which holds
+    one folder per student for the steps that have them."""
+    course = CourseDirectory(root=os.fspath(root))
+    return Path(root) / getattr(course, f"{stage}_directory")
+
+
 def folder(root: Path, stage: str, assignment: str, student: str | None = None) -> Path:
     """``root``'s folder of ``assignment`` at nbgrader step ``stage`` (``source``,
     ``release``, ``submitted``, ``autograded``, ``feedback``), a student's for the
