@@ -83,6 +83,37 @@ def test_refused_when_off_or_unknown(record):
     assert record.rows() == []
 
 
+def test_a_student_asking_in_a_loop_is_told_to_wait_and_others_are_not(record):
+    now = [0.0]
+    pace = hintservice.Pace(most=3, seconds=60, clock=lambda: now[0])
+
+    def ask(student):
+        status, answer = hintservice.give(
+            record,
+            HintPolicy(),
+            student=student,
+            asked=hints.Asked(exercise="softmax"),
+            pace=pace,
+        )
+        return status, answer
+
+    assert [ask("ana")[0] for _ in range(3)] == [200, 200, 200]
+    status, answer = ask("ana")
+    assert (status, answer["key"]) == (429, None)
+    assert "Wait a minute" in answer["hint"]["text"]
+    assert ask("ben")[0] == 200  # another student is not held up
+    now[0] = 60.5  # the minute is over
+    assert ask("ana")[0] == 200
+    # ana: steps 1-3 (the last shown again records nothing), ben: step 1; the
+    # refused request recorded nothing
+    assert [(r["student"], r["hint"]) for r in record.rows()] == [
+        ("ana", "1"),
+        ("ana", "2"),
+        ("ana", "3"),
+        ("ben", "1"),
+    ]
+
+
 def test_a_request_s_body_is_read_strictly():
     asked = hintservice._asked(b'{"exercise": "softmax", "number": "2", "x": 1}')
     assert asked == hints.Asked(exercise="softmax", number=2)

@@ -16,7 +16,8 @@ grade`` reads the record back as an instructor (``GET api/record``) and charges 
 The student's kernel says which mistake its latest test named and whether a test
 failed since the last hint: those choose which hint comes (the ``after-failure``
 rule is advice, not a lock), never what one costs. A request body is at most
-64 KiB, and an idle connection is closed after a minute.
+64 KiB, an idle connection is closed after a minute, and a student who asks more
+than :data:`PACE` times a minute is told to wait (429) until the minute is over.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 
@@ -40,6 +42,7 @@ RECORD_ENV = "COURSE_HINT_RECORD"  # the record's SQLite file
 SOCKET_ENV = "COURSE_HINT_SOCKET"  # where it listens
 MAX_BODY = 64 << 10  # bytes of a request's body
 POLICY_SECONDS = 10.0  # the policy is read again after this long
+PACE = 30  # requests one student may send in any minute
 SCHEMA = """CREATE TABLE IF NOT EXISTS hints (time REAL NOT NULL,
     student TEXT NOT NULL, assignment TEXT NOT NULL, exercise TEXT NOT NULL,
     hint TEXT NOT NULL, cost REAL NOT NULL)"""
@@ -92,11 +95,42 @@ class Record:
             return [dict(row) for row in found]
 
 
+class Pace:
+    """At most ``most`` requests from one student in any ``seconds``: a kernel
+    asking in a loop is refused, and the class keeps its service."""
+
+    def __init__(self, most: int = PACE, seconds: float = 60.0, clock=time.monotonic):
+        self.most, self.seconds, self.clock = most, seconds, clock
+        self.asked: dict[str, deque] = {}
+
+    def allow(self, student: str) -> bool:
+        """Whether ``student`` may ask now (a request allowed is counted)."""
+        now, times = self.clock(), self.asked.setdefault(student, deque())
+        while times and times[0] <= now - self.seconds:
+            times.popleft()
+        if len(times) >= self.most:
+            return False
+        times.append(now)
+        return True
+
+
 def give(
-    record: Record, policy: HintPolicy, *, student: str, asked: hints.Asked
+    record: Record,
+    policy: HintPolicy,
+    *,
+    student: str,
+    asked: hints.Asked,
+    pace: Pace | None = None,
 ) -> tuple[int, dict]:
     """The answer to one request: an HTTP status and ``{"hint", "key"}``."""
 
+    if pace is not None and not pace.allow(student):
+        wait = hints.Hint(
+            asked.exercise,
+            tell("Too many requests for hints."),
+            tell("Wait a minute, then ask again."),
+        )
+        return 429, {"hint": asdict(wait), "key": None}
     if not policy.available:
         off = hints.Hint(
             asked.exercise,
@@ -183,7 +217,7 @@ class Policies:
         return self.policy
 
 
-def app(*, record: Record, policies, instructors: set[str]):
+def app(*, record: Record, policies, instructors: set[str], pace: Pace | None = None):
     """The service's tornado application (``policies()``: the policy now)."""
     from jupyterhub.services.auth import HubAuthenticated
     from tornado import web
@@ -202,7 +236,11 @@ def app(*, record: Record, policies, instructors: set[str]):
             except (ValueError, TypeError) as error:
                 raise web.HTTPError(400, str(error)) from None
             status, answer = give(
-                record, policies(), student=self.current_user["name"], asked=asked
+                record,
+                policies(),
+                student=self.current_user["name"],
+                asked=asked,
+                pace=pace,
             )
             self.set_status(status)
             self.write(answer)
@@ -240,7 +278,9 @@ def main() -> None:
     root = Path(os.environ["COURSE_ROOT"])
     instructors = set(os.environ.get("COURSE_INSTRUCTORS", "").split())
     record = Record(Path(os.environ[RECORD_ENV]))
-    service = app(record=record, policies=Policies(root), instructors=instructors)
+    service = app(
+        record=record, policies=Policies(root), instructors=instructors, pace=Pace()
+    )
 
     async def serve() -> None:
         server = HTTPServer(
