@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import unicodedata
 from pathlib import Path
 
 from .i18n import compiled
@@ -106,6 +107,33 @@ def _pattern(sentence: str) -> re.Pattern:
     """A catalog sentence as a regex: its ``{fields}`` match anything."""
     parts = re.split(r"\{[^{}]*\}", sentence)
     return re.compile(".*?".join(re.escape(p) for p in parts), re.DOTALL)
+
+
+NAME_WIDTH = 60  # columns of a mistake's name in the views (a CJK character: 2)
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def mistake_name(assignment: str, exercise: str, key: str) -> str:
+    """A misconception as the views name it: the first clause of its check's
+    sentence in the course's language, each ``{field}`` shown as ``…`` and a long
+    one cut; its ``key`` where that leaves too little to read."""
+    mistake = book().get(assignment, {}).get(exercise, {}).get("mistakes", {})
+    if key not in mistake:
+        return key
+    table = compiled("verdicts")
+    sentence = mistake[key]["verdict"]
+    sentence = table.gettext(sentence) if table else sentence
+    words = re.sub(r"\{[^{}]*\}", "…", sentence)
+    first = re.split(r"(?<=[.:;])\s|(?<=[。：；])", words, maxsplit=1)[0]
+    first = first.rstrip(".:;。：；")
+    if first.startswith("…"):  # a field first: "… reaches …" names nothing
+        return key
+    while _width(first) > NAME_WIDTH:
+        first = first[:-2].rstrip(" …（(，,") + "…"
+    return first
 
 
 def named_mistake(assignment: str, exercise: str, verdict: str) -> str | None:

@@ -172,7 +172,10 @@ def choose(
         steps = len(_steps_shown(shown))
         given = Hint(
             exercise,
-            tell("Hint for the mistake your test named ({key})", key=mistake),
+            tell(
+                "Hint for the mistake your test named ({key})",
+                key=hintbook.mistake_name(assignment, exercise, mistake),
+            ),
             hintbook.mistake_hint(assignment, exercise, mistake),
             _next_note(assignment, exercise, steps),
             number=key,

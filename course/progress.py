@@ -237,7 +237,8 @@ def _minutes(seconds: float) -> str:
 def _state(row: dict) -> str:
     words = tell(STATES[row["state"]])
     if row["mistake"]:
-        words += " · " + tell("mistake: {key}", key=row["mistake"])
+        name = hintbook.mistake_name(row["assignment"], row["exercise"], row["mistake"])
+        words += " · " + tell("mistake: {key}", key=name)
     return words
 
 

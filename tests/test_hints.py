@@ -234,3 +234,19 @@ def test_a_costed_hint_s_note_joins_its_sentences_as_the_language_does(
         assert "扣" in hint.note and re.search(r"[。！？]\s", hint.note) is None
     else:
         assert re.search(r"\. This hint costs 0\.5 points", hint.note)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_mistake_is_named_by_its_check_s_sentence_in_the_language(monkeypatch, lang):
+    monkeypatch.setenv("COURSE_LANG", lang)
+    for key, mistake in hintbook.book()[A]["softmax"]["mistakes"].items():
+        name = hintbook.mistake_name(A, "softmax", key)
+        sentence = i18n.say(mistake["verdict"])
+        start = name.rstrip("…").split("…")[0]
+        assert start and sentence.startswith(start), (key, name)
+        assert hintbook._width(name) <= hintbook.NAME_WIDTH
+    # A sentence that starts with a field names nothing: the key stands in.
+    assert hintbook.mistake_name("11_debugging", "position_table", "too-large") == (
+        "too-large"
+    )
+    assert hintbook.mistake_name(A, "softmax", "no-such-key") == "no-such-key"

@@ -117,7 +117,11 @@ def test_course_check_records_verdicts_and_suggests_a_hint(work, monkeypatch, ca
 
 
 @pytest.mark.parametrize(
-    ("lang", "words"), [("en", ["failing", "wrong-dim"]), ("zh", ["未通过", "作业"])]
+    ("lang", "words"),
+    [
+        ("en", ["failing", "rows do not sum to 1"]),
+        ("zh", ["未通过", "作业", "每行之和不为 1"]),
+    ],
 )
 def test_the_views_show_every_exercise_in_the_language(work, monkeypatch, lang, words):
     monkeypatch.setenv("COURSE_LANG", lang)
@@ -126,6 +130,7 @@ def test_the_views_show_every_exercise_in_the_language(work, monkeypatch, lang, 
     every = [e for exercises in hintbook.book().values() for e in exercises]
     assert page.count("<tr class=") == len(every) >= 42
     assert all(w in page for w in words)
+    assert "wrong-dim" not in page  # the mistake by its name, not its key
     console = Console(width=160, record=True)
     console.print(progress.table(work))
     text = console.export_text()
