@@ -762,3 +762,18 @@ def test_without_positions_09_s_model_guesses_the_most_frequent_earlier_token():
     train = definitions(ROOT, a, reference_answers(ROOT, a))["train_tiny_transformer"]
     model, _ = train(0, use_positions=False)
     assert abs(transformer_runs._held_out_accuracy(model, 1) - best) < 0.03
+
+
+# 01 §1: the head size is derived, not stored
+
+
+def test_the_head_size_is_not_in_the_config_but_d_is_d_over_h(course_model):
+    c = course_model.config
+    assert not [k for k in c.to_dict() if "head_size" in k or "head_dim" in k]
+    self_attn = course_model.encoder.layer[0].attention.self
+    assert self_attn.attention_head_size == c.hidden_size // c.num_attention_heads
+    says(
+        "01_config",
+        "Note that the head size is *not* stored: BERT splits the hidden vector of "
+        "size D into H equal pieces, so d = D // H.",
+    )
