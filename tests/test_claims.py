@@ -777,3 +777,53 @@ def test_the_head_size_is_not_in_the_config_but_d_is_d_over_h(course_model):
         "Note that the head size is *not* stored: BERT splits the hidden vector of "
         "size D into H equal pieces, so d = D // H.",
     )
+
+
+# 01 §4: the two traps of a smaller position table
+
+
+def _smaller(model, rows: int = 32):
+    config = copy.deepcopy(model.config)
+    config.max_position_embeddings = rows
+    return config
+
+
+def test_load_state_dict_fails_only_on_the_position_table(course_model):
+    from transformers import BertModel
+
+    new = BertModel(_smaller(course_model))
+    state = course_model.state_dict()
+    with pytest.raises(RuntimeError) as err:
+        new.load_state_dict(state)
+    assert str(err.value).count("size mismatch") == 1
+    assert "size mismatch for embeddings.position_embeddings.weight" in str(err.value)
+    table = "embeddings.position_embeddings.weight"
+    new.load_state_dict({**state, table: state[table][:32]})  # the rest fits
+    says(
+        "01_config",
+        "`new.load_state_dict(model.state_dict())` fails with a *size mismatch* for "
+        "`embeddings.position_embeddings.weight`",
+        "Slice it to its first `max_len` rows first; every other weight has the "
+        "same shape.",
+    )
+    says("01_config", "embeddings.position_embeddings.weight", both=True)
+
+
+def test_from_pretrained_on_an_instance_builds_a_fresh_model(course_model):
+    import inspect
+
+    from transformers import BertModel
+
+    made = BertModel(_smaller(course_model))
+    loaded = made.from_pretrained(course_model.name_or_path)
+    assert isinstance(inspect.getattr_static(BertModel, "from_pretrained"), classmethod)
+    rows = course_model.config.max_position_embeddings
+    assert loaded is not made and loaded.config.max_position_embeddings == rows
+    assert loaded.embeddings.position_embeddings.weight.shape[0] == rows
+    assert made.embeddings.position_embeddings.weight.shape[0] == 32
+    says(
+        "01_config",
+        "does **not** use your edited config: `from_pretrained` is a *classmethod*, "
+        "so it builds a fresh model from the saved config and the instance you made "
+        "is thrown away.",
+    )
