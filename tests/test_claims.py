@@ -827,3 +827,32 @@ def test_from_pretrained_on_an_instance_builds_a_fresh_model(course_model):
         "so it builds a fresh model from the saved config and the instance you made "
         "is thrown away.",
     )
+
+
+# 01 §2: what parameters() yields
+
+
+def test_parameters_yield_shared_and_frozen_tensors_once_and_no_buffers(course_model):
+    from transformers import BertConfig, BertForMaskedLM
+
+    small = BertConfig(
+        vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2
+    )
+    tied = BertForMaskedLM(small)
+    shared = tied.bert.embeddings.word_embeddings.weight
+    assert tied.cls.predictions.decoder.weight is shared  # two modules, one tensor
+    listed = list(tied.parameters())
+    assert sum(p is shared for p in listed) == 1
+    every = list(tied.named_parameters(remove_duplicate=False))
+    assert sum(p is shared for _, p in every) == 2 and len(every) > len(listed)
+    frozen = nn.Linear(3, 2).requires_grad_(False)
+    assert [p.numel() for p in frozen.parameters()] == [6, 2]
+    ids = course_model.embeddings.position_ids
+    assert any(b is ids for b in course_model.buffers())
+    assert not any(p is ids for p in course_model.parameters())
+    says(
+        "01_config",
+        "`model.parameters()` yields every learned tensor once, even when two modules "
+        "share one (tied weights). Frozen parameters (`requires_grad=False`) are "
+        "still parameters; buffers such as `position_ids` are not.",
+    )
