@@ -856,3 +856,26 @@ def test_parameters_yield_shared_and_frozen_tensors_once_and_no_buffers(course_m
         "share one (tied weights). Frozen parameters (`requires_grad=False`) are "
         "still parameters; buffers such as `position_ids` are not.",
     )
+
+
+# 02 §2: why the course model runs the eager implementation
+
+
+def test_the_sdpa_implementation_returns_no_attention_weights(course_model):
+    from transformers import BertModel
+
+    fused = BertModel.from_pretrained(
+        course_model.name_or_path, attn_implementation="sdpa"
+    ).eval()
+    ids = torch.tensor([[101, 2023, 102]])
+    with torch.no_grad():
+        got = fused(ids, output_attentions=True).attentions
+        eager = course_model(ids, output_attentions=True).attentions
+    assert not got  # nothing, and no error
+    assert len(eager) == course_model.config.num_hidden_layers
+    assert course_model.config._attn_implementation == "eager"
+    says(
+        "02_outputs",
+        'with the "eager" attention implementation (the fused kernels do not return '
+        "attention weights)",
+    )
