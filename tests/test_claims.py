@@ -879,3 +879,46 @@ def test_the_sdpa_implementation_returns_no_attention_weights(course_model):
         'with the "eager" attention implementation (the fused kernels do not return '
         "attention weights)",
     )
+
+
+# 04 §2: a transpose is a view with other strides
+
+
+def test_view_refuses_a_transposed_tensor_and_reshape_copies_it():
+    x = torch.randn(2, 3, 4, 5)  # (B, H, T, d)
+    swapped = x.transpose(1, 2)  # (B, T, H, d)
+    assert swapped.data_ptr() == x.data_ptr() and not swapped.is_contiguous()
+    assert swapped.stride() == (60, 5, 20, 1)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        swapped.view(2, 4, 15)
+    merged = swapped.reshape(2, 4, 15)
+    assert merged.data_ptr() != x.data_ptr()  # copied
+    assert torch.equal(merged, swapped.contiguous().view(2, 4, 15))
+    assert x.reshape(2, 3, 20).data_ptr() == x.data_ptr()  # no need: no copy
+    says(
+        "04_split_heads",
+        "A transpose does not move memory, it only changes strides, so the result is "
+        "not contiguous and `.view` refuses it: call `.contiguous()` first, or use "
+        "`.reshape`, which copies when it has to.",
+    )
+
+
+# 05 §4: unscaled scores saturate the softmax
+
+
+def test_the_softmax_of_unscaled_scores_has_a_nearly_zero_gradient():
+    gen = torch.Generator().manual_seed(0)  # 05's row of 8 scores, d_k = 64
+    dots = (torch.randn(8, 64, generator=gen) * torch.randn(8, 64, generator=gen)).sum(
+        -1
+    )
+    grads = [
+        torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), dots / c)
+        for c in (1, 8)
+    ]
+    unscaled, scaled = (g.abs().max().item() for g in grads)
+    assert torch.softmax(dots, -1).max() > 0.99  # nearly one-hot
+    assert unscaled < 0.01 and unscaled < scaled / 20  # and its gradient nearly zero
+    says(
+        "05_softmax_and_scaling",
+        "the softmax of such scores is nearly one-hot and its gradient nearly zero",
+    )
