@@ -922,3 +922,28 @@ def test_the_softmax_of_unscaled_scores_has_a_nearly_zero_gradient():
         "05_softmax_and_scaling",
         "the softmax of such scores is nearly one-hot and its gradient nearly zero",
     )
+
+
+# 07: GPT-2's GELU is the tanh form; BERT's is the erf one
+
+
+def test_gpt2_uses_the_tanh_gelu_and_bert_the_erf_one(course_model):
+    from transformers import GPT2Config
+    from transformers.activations import ACT2FN
+
+    x = torch.linspace(-4, 4, 1001, dtype=torch.float64)
+    tanh_form = x / 2 * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    erf_form = x / 2 * (1 + torch.erf(x / math.sqrt(2)))
+    gpt2 = ACT2FN[GPT2Config().activation_function]
+    assert torch.allclose(gpt2(x), tanh_form, atol=1e-12)
+    assert torch.allclose(F.gelu(x, approximate="tanh"), tanh_form, atol=1e-12)
+    assert not torch.allclose(gpt2(x), erf_form, atol=1e-5)
+    bert = ACT2FN[course_model.config.hidden_act]
+    assert torch.allclose(bert(x), erf_form, atol=1e-12)
+    says(
+        "07_full_layer",
+        "**GELU**, exact (`erf`) form",
+        'Many implementations (GPT-2, `F.gelu(x, approximate="tanh")`) use the tanh '
+        "approximation $\\tfrac{x}{2}(1 + \\tanh(\\sqrt{2/\\pi}\\,(x + 0.044715x^3)))$",
+    )
+    says("07_full_layer", "GPT-2", "0.044715x^3", both=True)
