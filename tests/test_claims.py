@@ -947,3 +947,58 @@ def test_gpt2_uses_the_tanh_gelu_and_bert_the_erf_one(course_model):
         "approximation $\\tfrac{x}{2}(1 + \\tanh(\\sqrt{2/\\pi}\\,(x + 0.044715x^3)))$",
     )
     says("07_full_layer", "GPT-2", "0.044715x^3", both=True)
+
+
+# 08 §3: allclose's defaults, and how far an order-aware layer is from them
+
+
+def test_allclose_defaults_are_atol_1e_8_and_rtol_1e_5():
+    def close(a: float, b: float) -> bool:
+        return torch.allclose(*torch.tensor([a, b], dtype=torch.float64))
+
+    assert close(0.99e-8, 0.0) and not close(1.01e-8, 0.0)  # atol, where b = 0
+    assert close(1e3 + 0.99e-2, 1e3) and not close(1e3 + 1.01e-2, 1e3)  # + rtol·|b|
+    says("08_positions_and_masks", "`torch.allclose`'s defaults (`atol=1e-8`,")
+    says("08_positions_and_masks", "atol=1e-8", "rtol=1e-5", both=True)
+
+
+def _order_gaps(layer, hidden, perm, tolerances) -> list[float]:
+    """The largest |layer(x[:, perm]) - layer(x)[:, perm]|, as a multiple of each
+    tolerance's allowance atol + rtol·|b|."""
+    with torch.no_grad():
+        a, b = layer(hidden[:, perm]), layer(hidden)[:, perm]
+    return [
+        ((a - b).abs() / (atol + rtol * b.abs())).max().item()
+        for atol, rtol in tolerances
+    ]
+
+
+def test_a_layer_that_sees_order_misses_either_tolerance_by_far(
+    course_model, monkeypatch
+):
+    a = "08_positions_and_masks"
+    tolerances = [(1e-8, 1e-5), (1e-5, 1e-4)]  # allclose's defaults, the notebook's
+    # the checks' layers, float64: rounding far below, positions far above
+    g = torch.Generator().manual_seed(1)
+    hidden = torch.randn(2, 6, 32, generator=g, dtype=positions.PERM_DTYPE)
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    blind = positions._bert_layer(0)
+    seeing = positions.AddPositions(blind, 32)
+    assert max(_order_gaps(blind, hidden, perm, tolerances)) < 1e-3
+    assert min(_order_gaps(seeing, hidden, perm, tolerances)) > 1e3
+    # the notebook's demo, on the course model's layer 0 in float32
+    ns = definitions(ROOT, a, reference_answers(ROOT, a))
+    ns.update(torch=torch, model=course_model)
+    gaps = []
+    ns["permutation_check"] = lambda *args: gaps.append(_order_gaps(*args, tolerances))
+    monkeypatch.setattr("builtins.print", lambda *args: None)
+    torch.manual_seed(0)
+    exec(_cell_after(a, "layer = model.encoder.layer[0]"), ns)  # noqa: S102
+    assert len(gaps) == 2 and gaps[0][1] < 1  # no positions: within 1e-5, 1e-4
+    assert min(gaps[1]) > 100  # with sinusoids added
+    says(
+        a,
+        "The tests run their layers in float64, where the rounding is far below "
+        "either tolerance, and a layer that sees order changes its output by far "
+        "more than either.",
+    )
