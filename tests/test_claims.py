@@ -1002,3 +1002,32 @@ def test_a_layer_that_sees_order_misses_either_tolerance_by_far(
         "either tolerance, and a layer that sees order changes its output by far "
         "more than either.",
     )
+
+
+# 09 §1: two conventions for a bool mask
+
+
+def test_sdpa_reads_true_as_may_attend_and_torch_nn_as_blocked():
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 4)
+    mask = torch.tensor([False, True, True]).expand(3, 3)  # True on keys 1 and 2
+    blocked_where_true = torch.zeros(3, 3).masked_fill(mask, float("-inf"))
+    blocked_where_false = torch.zeros(3, 3).masked_fill(~mask, float("-inf"))
+    sdpa = F.scaled_dot_product_attention
+    want = sdpa(x, x, x, attn_mask=blocked_where_false)
+    assert torch.allclose(sdpa(x, x, x, attn_mask=mask), want)
+    mha = nn.MultiheadAttention(4, 1, batch_first=True).eval()
+    with torch.no_grad():
+        _, weights = mha(x, x, x, attn_mask=mask)
+        assert torch.equal(weights[0], torch.eye(3)[[0, 0, 0]])  # key 0 only
+        layer = nn.TransformerEncoderLayer(4, 1, 8, 0.0, batch_first=True).eval()
+        got = layer(x, src_mask=mask)
+        assert torch.allclose(got, layer(x, src_mask=blocked_where_true))
+        assert not torch.allclose(got, layer(x, src_mask=blocked_where_false))
+    says(
+        "09_build_a_transformer",
+        "`F.scaled_dot_product_attention(attn_mask=...)` reads True as *may attend* "
+        "(ours), while `nn.MultiheadAttention` and `nn.TransformerEncoderLayer` read "
+        "True in `attn_mask` / `src_mask` as *blocked*.",
+    )
+    says("09_build_a_transformer", "attn_mask", "src_mask", both=True)
