@@ -1031,3 +1031,37 @@ def test_sdpa_reads_true_as_may_attend_and_torch_nn_as_blocked():
         "True in `attn_mask` / `src_mask` as *blocked*.",
     )
     says("09_build_a_transformer", "attn_mask", "src_mask", both=True)
+
+
+# 10 §3 and §4: a previous-token head; the head view's sentence-pair menu
+
+
+def test_some_head_of_the_course_model_attends_mostly_to_the_previous_token(
+    embedded_model,
+):
+    tokenizer = models.load_tokenizer(embedded_model.name_or_path)
+    enc = tokenizer(data.SAMPLE_TEXT, return_tensors="pt")
+    with torch.no_grad():
+        attentions = embedded_model(**enc, output_attentions=True).attentions
+    previous = torch.stack([a.diagonal(-1, -2, -1).mean((0, 2)) for a in attentions])
+    assert previous.max() > 0.5  # (L, H): mean weight on key i - 1
+    assert torch.arange(9).view(3, 3).diagonal(-1).tolist() == [3, 7]  # (i, i-1)
+    says(
+        "10_visualize",
+        "Some heads attend mostly to the token just before the query",
+        "For query i (i ≥ 1) the previous token is key i − 1: the diagonal just "
+        "**below** the main one.",
+    )
+
+
+def test_the_head_view_of_a_pair_offers_sentence_a_to_sentence_b(embedded_model):
+    from course import viz
+
+    tokenizer = models.load_tokenizer(embedded_model.name_or_path)
+    shown = viz.attention_inputs(
+        *data.SENTENCE_PAIR, model=embedded_model, tokenizer=tokenizer
+    )
+    html = viz.head_view(*shown).data
+    assert ">Sentence A -> Sentence B</option>" in html
+    says("10_visualize", '(choose "Sentence A -> Sentence B")')
+    says("10_visualize", "Sentence A -> Sentence B", both=True)
