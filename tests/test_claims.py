@@ -1065,3 +1065,21 @@ def test_the_head_view_of_a_pair_offers_sentence_a_to_sentence_b(embedded_model)
     assert ">Sentence A -> Sentence B</option>" in html
     says("10_visualize", '(choose "Sentence A -> Sentence B")')
     says("10_visualize", "Sentence A -> Sentence B", both=True)
+
+
+# 11 §1: a large negative fill hides the NaN
+
+
+def test_a_minus_1e9_fill_spreads_a_row_with_nothing_to_attend_evenly():
+    scores = torch.randn(3, 4, generator=torch.Generator().manual_seed(0)) * 3
+    mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 0, 1, 1]], dtype=torch.bool)
+    filled = torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)
+    infinite = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    assert torch.allclose(filled[1], torch.full((4,), 1 / 4))  # uniform, no NaN
+    assert infinite[1].isnan().all()
+    assert torch.allclose(filled[[0, 2]], infinite[[0, 2]])  # other rows unchanged
+    says(
+        "11_debugging",
+        "Filling with a large negative number instead hides the NaN but gives a row "
+        "with nothing to attend a uniform spread over keys it must not see.",
+    )
