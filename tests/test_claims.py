@@ -1083,3 +1083,58 @@ def test_a_minus_1e9_fill_spreads_a_row_with_nothing_to_attend_evenly():
         "Filling with a large negative number instead hides the NaN but gives a row "
         "with nothing to attend a uniform spread over keys it must not see.",
     )
+
+
+# 07: dropout on the attention probabilities and on each sublayer's output
+
+
+def test_dropout_acts_on_the_probabilities_and_on_sublayers_before_the_residual(
+    course_model, monkeypatch
+):
+    c, seen, dropped = course_model.config, {}, []
+    dropout = F.dropout
+
+    def recording(input, p=0.5, training=True, inplace=False):
+        out = dropout(input, p, training, inplace)
+        if input.dim() == 4:  # (B, H, T, T)
+            dropped.append((input, p, training, out))
+        return out
+
+    def keep(key):
+        return lambda module, args, out: seen.__setitem__(key, (args, out))
+
+    hooks = []
+    for i, layer in enumerate(course_model.encoder.layer):
+        for block in (layer.attention.output, layer.output):  # Linear, dropout, norm
+            for name in ("", "dense", "dropout", "LayerNorm"):
+                module = block.get_submodule(name)
+                hooks.append(module.register_forward_hook(keep((i, block, name))))
+    monkeypatch.setattr(torch.nn.functional, "dropout", recording)
+    course_model.train()  # dropout on: it changes what it is given
+    try:
+        with torch.no_grad():
+            out = course_model(torch.tensor([[101, 2023, 2003, 102]]))
+    finally:
+        course_model.eval()
+        for hook in hooks:
+            hook.remove()
+    assert len(dropped) == c.num_hidden_layers == len(out.attentions)
+    for (probs, p, training, after), returned in zip(
+        dropped, out.attentions, strict=True
+    ):
+        assert p == c.attention_probs_dropout_prob > 0 and training
+        assert torch.allclose(probs.sum(-1), torch.ones(()))  # probabilities
+        assert torch.equal(after, returned) and not torch.equal(after, probs)
+    for i, layer in enumerate(course_model.encoder.layer):
+        for block in (layer.attention.output, layer.output):
+            (_, residual), _ = seen[i, block, ""]
+            (dropout_in,), dropout_out = seen[i, block, "dropout"]
+            assert torch.equal(dropout_in, seen[i, block, "dense"][1])
+            assert not torch.equal(dropout_in, dropout_out)
+            (norm_in,), _ = seen[i, block, "LayerNorm"]
+            assert torch.equal(norm_in, dropout_out + residual)
+    says(
+        "07_full_layer",
+        "on the embeddings after their LayerNorm, on the attention probabilities, and "
+        "on each sublayer's output before the residual is added.",
+    )
