@@ -861,24 +861,44 @@ def test_parameters_yield_shared_and_frozen_tensors_once_and_no_buffers(course_m
 # 02 §2: why the course model runs the eager implementation
 
 
-def test_the_sdpa_implementation_returns_no_attention_weights(course_model):
+def test_the_sdpa_implementation_warns_and_returns_no_attention_weights(
+    course_model,
+):
+    import logging
+
     from transformers import BertModel
+    from transformers.utils import logging as hf_logging
 
     fused = BertModel.from_pretrained(
         course_model.name_or_path, attn_implementation="sdpa"
     ).eval()
     ids = torch.tensor([[101, 2023, 102]])
+    logged = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = logged.append
+    verbosity, library = hf_logging.get_verbosity(), hf_logging.get_logger()
+    hf_logging.warning_once.cache_clear()  # warned once per process otherwise
+    hf_logging.set_verbosity_warning()  # transformers' default; the course's is error
+    library.addHandler(handler)
+    try:
+        with torch.no_grad():
+            got = fused(ids, output_attentions=True).attentions
+    finally:
+        library.removeHandler(handler)
+        hf_logging.set_verbosity(verbosity)
     with torch.no_grad():
-        got = fused(ids, output_attentions=True).attentions
         eager = course_model(ids, output_attentions=True).attentions
-    assert not got  # nothing, and no error
+    assert not got  # an empty tuple: no weights, no error
+    assert any("output_attentions" in r.getMessage() for r in logged)
     assert len(eager) == course_model.config.num_hidden_layers
     assert course_model.config._attn_implementation == "eager"
     says(
         "02_outputs",
         'with the "eager" attention implementation (the fused kernels do not return '
-        "attention weights)",
+        "attention weights: asked for them, transformers 5 only logs a warning and "
+        "leaves `attentions` empty)",
     )
+    says("02_outputs", "transformers 5", "`attentions`", both=True)
 
 
 # 04 §2: a transpose is a view with other strides
