@@ -1098,6 +1098,8 @@ def test_a_minus_1e9_fill_spreads_a_row_with_nothing_to_attend_evenly():
     assert torch.allclose(filled[1], torch.full((4,), 1 / 4))  # uniform, no NaN
     assert infinite[1].isnan().all()
     assert torch.allclose(filled[[0, 2]], infinite[[0, 2]])  # other rows unchanged
+    wide = torch.softmax(scores.double().masked_fill(~mask, -1e9), dim=-1)
+    assert torch.equal(wide[1], torch.full((4,), 0.25, dtype=torch.float64))  # exact
     says(
         "11_debugging",
         "Filling with a large negative number instead hides the NaN but gives a row "
