@@ -45,8 +45,13 @@ def run_one(path: str) -> None:
     start = time.perf_counter()
     NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False).execute()
     seconds = time.perf_counter() - start
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(json.dumps({"seconds": seconds, "peak_mib": peak_kib / 1024}))
+    kernel = resource.getrusage(resource.RUSAGE_CHILDREN)  # the kernel, ended
+    cpu = kernel.ru_utime + kernel.ru_stime
+    print(
+        json.dumps(
+            {"seconds": seconds, "cpu": cpu, "peak_mib": kernel.ru_maxrss / 1024}
+        )
+    )
 
 
 def _measure_once(path: str) -> dict:
@@ -71,10 +76,13 @@ def measure(path: str, repeat: int = 3) -> dict:
     pairs = [(_measure_once("floor"), _measure_once(path)) for _ in range(repeat)]
     ratios = sorted((run["seconds"] / floor["seconds"], run) for floor, run in pairs)
     ratio, mid = ratios[len(ratios) // 2]
+    cpu = sorted(run["cpu"] / floor["cpu"] for floor, run in pairs)
     return {
         "seconds": mid["seconds"],
         "ratio": ratio,
         "spread": (ratios[0][0], ratios[-1][0]),
+        "cpu_ratio": cpu[len(cpu) // 2],
+        "cpu_spread": (cpu[0], cpu[-1]),
         "peak_mib": max(run["peak_mib"] for _, run in pairs),
         "floor_mib": max(floor["peak_mib"] for floor, _ in pairs),
     }
@@ -83,16 +91,20 @@ def measure(path: str, repeat: int = 3) -> dict:
 def main(names: list[str]) -> None:
     print(
         f"{'notebook':28s} {'seconds':>8s} {'x floor':>8s} {'range':>11s} "
-        f"{'peak MiB':>9s} {'floor MiB':>9s}"
+        f"{'CPU x floor':>11s} {'range':>11s} {'peak MiB':>9s} {'floor MiB':>9s}",
+        flush=True,
     )
     for nb in sorted((ROOT / "source").glob("*/*.ipynb")):
         if names and nb.stem not in names:
             continue
         m = measure(str(nb))
         low, high = m["spread"]
+        cpu_low, cpu_high = m["cpu_spread"]
         print(
             f"{nb.stem:28s} {m['seconds']:8.1f} {m['ratio']:8.2f} "
-            f"{low:5.2f}-{high:<5.2f} {m['peak_mib']:9.0f} {m['floor_mib']:9.0f}"
+            f"{low:5.2f}-{high:<5.2f} {m['cpu_ratio']:11.2f} "
+            f"{cpu_low:5.2f}-{cpu_high:<5.2f} {m['peak_mib']:9.0f} {m['floor_mib']:9.0f}",
+            flush=True,
         )
 
 

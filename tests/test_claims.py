@@ -212,6 +212,18 @@ def _cell_after(assignment: str, marker: str) -> str:
     return cell.split("\n", 1)[1]
 
 
+def _defined(assignment: str, *markers: str, **given) -> dict:
+    """The functions and classes of the cells starting with ``markers``, run in a
+    namespace holding ``given`` (what the notebook's earlier cells made)."""
+    ns = dict(given)
+    for marker in markers:
+        tree = ast.parse(_cell_after(assignment, marker))
+        kinds = (ast.FunctionDef, ast.ClassDef)
+        tree.body = [s for s in tree.body if isinstance(s, kinds)]
+        exec(compile(tree, assignment, "exec"), ns)
+    return ns
+
+
 def test_03_s_picture_splits_the_query_weight_into_h_blocks_of_d_rows(
     course_model, monkeypatch
 ):
@@ -255,13 +267,23 @@ def test_the_additive_mask_is_minus_10000_in_bert_and_finfo_min_now(course_model
         config=course_model.config, inputs_embeds=embeds, attention_mask=mask
     )
     want = (1 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
-    assert torch.equal(made, torch.broadcast_to(want, made.shape))
+    assert made.shape == (1, 1, 3, 3)  # (B, 1, T, T): spread over the queries
+    assert torch.equal(made, want.expand(1, 1, 3, 3))  # each row the (B, 1, 1, T)
     says(
         "06_manual_attention",
         "`(1 - mask) * -10000` in the original BERT",
         "`(1 - mask) * torch.finfo(dtype).min` in current transformers",
+        "The original BERT shaped it (B, 1, 1, T)",
+        "hands each layer (B, 1, T, T)",
     )
-    says("06_manual_attention", "-10000", "torch.finfo(dtype).min", both=True)
+    says(
+        "06_manual_attention",
+        "-10000",
+        "torch.finfo(dtype).min",
+        "(B, 1, 1, T)",
+        "(B, 1, T, T)",
+        both=True,
+    )
 
 
 def test_the_einsum_indices_are_not_the_head_size():
@@ -421,13 +443,8 @@ def _guess_from_earlier_counts(rows: int = 20_000) -> float:
 
 def test_11_s_echo_loss_flattens_without_positions_and_falls_past_with_them():
     a = "11_debugging"
-    ns = {"torch": torch, "nn": nn, "F": F, "data": data}
-    given = ast.parse(_cell_after(a, "class EchoModel"))
-    given.body = [
-        s for s in given.body if isinstance(s, (ast.ClassDef, ast.FunctionDef))
-    ]
-    exec(compile(given, a, "exec"), ns)
-    exec(_cell_after(a, "def position_table"), ns)
+    given = {"torch": torch, "nn": nn, "F": F, "data": data}
+    ns = _defined(a, "class EchoModel", "def position_table", **given)
     without = ns["train_echo"](None)
     with_positions = ns["train_echo"](ns["position_table"](data.ECHO_LEN, 64))
     counts = _guess_from_earlier_counts()
@@ -442,6 +459,50 @@ def test_11_s_echo_loss_flattens_without_positions_and_falls_past_with_them():
         "The loss falls at first (the model learns which tokens it has seen so far, "
         "and guessing among those beats guessing among all 16), then flattens",
         "but in 60 steps this model does not learn to",
+    )
+
+
+# 11 §2: the inverted mask sends everything to the padding
+
+
+def test_an_inverted_key_mask_shows_by_a_change_of_padding(course_model):
+    a = "11_debugging"
+    config = course_model.config
+    H = config.num_attention_heads
+    ns = _defined(
+        a,
+        "def masked_softmax",
+        "def broken_key_mask",
+        "def key_mask",
+        model=course_model,
+        H=H,
+        d=config.hidden_size // H,
+        math=math,
+        torch=torch,
+    )
+    tokenizer = models.load_tokenizer(course_model.name_or_path)
+    texts = [data.SAMPLE_TEXT, "A short one."]
+    rows = {}
+    for mask in ("broken_key_mask", "key_mask"):
+        for pad_to in (16, 24):
+            enc = tokenizer(
+                texts, padding="max_length", max_length=pad_to, return_tensors="pt"
+            )
+            real = enc["attention_mask"][1].bool()
+            row = ns["layer0_attention"](enc, ns[mask])[1, 0, 1]  # (T,)
+            rows[mask, pad_to] = row[real], row[~real]
+    for pad_to in (16, 24):
+        assert rows["broken_key_mask", pad_to][1].sum() == pytest.approx(1)
+        assert rows["key_mask", pad_to][0].sum() == pytest.approx(1)
+    broken = [rows["broken_key_mask", p][1].max() for p in (16, 24)]
+    assert broken[1] < broken[0] - 0.01  # its largest weight shrinks
+    assert torch.allclose(rows["key_mask", 16][0], rows["key_mask", 24][0], atol=1e-6)
+    says(
+        a,
+        "the short text's attention (and so its output) changes when only the "
+        "amount of padding changes; here all of it goes to the padding, and its "
+        "largest weight shrinks as the padding grows",
+        "A correct mask makes padding invisible",
     )
 
 
@@ -636,13 +697,16 @@ def test_the_long_post_is_cut_to_the_models_positions(course_model, course_post)
     assert pieces > max_len
     kept = tokenizer(course_post, truncation=True, max_length=max_len)["input_ids"]
     assert len(kept) == max_len and kept[-1] == tokenizer.sep_token_id
+    assert data.LONG_WORDS == 600  # at least 600 words: 600 word pieces or more
     says(
         "10_visualize",
         "The texts so far had 16 to 18 tokens",
-        "a newsgroup post of about 700 word pieces",
+        "a newsgroup post of at least 600 words, more word pieces than BERT has "
+        "positions",
+        "the course's own post in its style, of about 700 word pieces",
         "keeps the first tokens and still ends with `[SEP]`",
     )
-    says("10_visualize", "16", "18", "700", "512", both=True)
+    says("10_visualize", "16", "18", "600", "700", "512", both=True)
 
 
 def test_attention_memory_is_l_h_t_squared_and_an_even_spread_is_t_over_3(
@@ -762,6 +826,16 @@ def test_without_positions_09_s_model_guesses_the_most_frequent_earlier_token():
     train = definitions(ROOT, a, reference_answers(ROOT, a))["train_tiny_transformer"]
     model, _ = train(0, use_positions=False)
     assert abs(transformer_runs._held_out_accuracy(model, 1) - best) < 0.03
+
+
+def test_09_states_the_accuracies_its_checks_ask_for():
+    a = "09_build_a_transformer"
+    least = f"{round(100 * transformer_runs.WITH_POSITIONS)}%"
+    most = f"{round(100 * transformer_runs.WITHOUT_POSITIONS)}%"
+    says(a, f"held-out accuracy reaches {least}", f"the tests check at most {most}")
+    says(a, least, most, both=True)
+    source = (ROOT / "source" / a / f"{a}.py").read_text("utf-8")
+    assert f"(>= {least})" in source and f"(held-out accuracy <= {most})" in source
 
 
 # 01 §1: the head size is derived, not stored

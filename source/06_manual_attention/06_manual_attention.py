@@ -46,8 +46,10 @@ print(tuple(hidden.shape), self_attn.num_attention_heads, "heads")
 # everywhere else. The tokenizer's mask is (B, T) of 1 (token) and 0 (pad); the
 # additive mask was `(1 - mask) * -10000` in the original BERT (`exp(-10000)` is
 # 0) and is `(1 - mask) * torch.finfo(dtype).min` in current transformers (the
-# most negative number the dtype holds), shaped (B, 1, 1, T) so that it
-# broadcasts over heads and queries.
+# most negative number the dtype holds). The original BERT shaped it (B, 1, 1, T),
+# which broadcasts over heads and queries; current transformers spreads it over
+# the queries itself and hands each layer (B, 1, T, T). Here you build the
+# (B, 1, 1, T) form.
 #
 # Adding it with the wrong sign gives padded keys *all* the weight; multiplying
 # the scores by the mask gives padded keys a score of 0, which still gets weight.

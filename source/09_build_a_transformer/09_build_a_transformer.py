@@ -283,8 +283,8 @@ check.train_deterministic(train_tiny_transformer, seed=0)
 # Computed the way this course does it (eager attention, and whatever
 # `output_attentions=True` needs), every head of every example builds a (T, T)
 # matrix of probabilities: memory grows with T². Fused kernels
-# (FlashAttention, torch's `scaled_dot_product_attention` on most backends) never
-# build it whole; 11 shows how. With 4-byte floats, batch 8, 12 heads and T = 512 that is already
+# (FlashAttention, and the flash and memory-efficient backends of torch's
+# `scaled_dot_product_attention`) never build it whole; 11 shows how. With 4-byte floats, batch 8, 12 heads and T = 512 that is already
 # 8·12·512²·4 bytes ≈ 100 MB — per layer.
 #
 # **Exercise 4.** Write `attention_memory(batch, heads, seq_len,

@@ -183,9 +183,10 @@ viz.neuron_view(data.SAMPLE_TEXT, layer=0, head=0)
 # ## 5. A long text: truncation, T², and heads that look far
 #
 # The texts so far had 16 to 18 tokens. Real inputs are longer. `data.long_text()`
-# is a newsgroup post of about 700 word pieces: a real 20 newsgroups post when
-# scikit-learn has that corpus cached, otherwise the course's own post in its
-# style (the corpus is a download, and the course runs offline).
+# is a newsgroup post of at least 600 words, more word pieces than BERT has
+# positions: a real 20 newsgroups post when scikit-learn has that corpus cached,
+# otherwise the course's own post in its style, of about 700 word pieces (the
+# corpus is a download, and the course runs offline).
 #
 # BERT learned one position vector per position, `max_position_embeddings` of
 # them (512), so the tail of a longer input has no position to take: the tokenizer

@@ -181,15 +181,27 @@ def layer0_attention(enc, key_mask_fn):
     return masked_softmax(s, key_mask_fn(enc["attention_mask"]))
 
 
+def show_row(enc, probs):
+    """Where the short text's token 1 looks (head 0): its tokens or the padding."""
+    real = enc["attention_mask"][1].bool()  # (T,) the short text's own tokens
+    row = probs[1, 0, 1]  # (T,) over the keys
+    print(
+        f"padded to {real.numel()}: on its {int(real.sum())} tokens "
+        f"{row[real].sum():.2f}, on the padding {row[~real].sum():.2f}, "
+        f"largest weight {row.max():.3f}"
+    )
+
+
 texts = [data.SAMPLE_TEXT, "A short one."]
 for pad_to in (16, 24):
     enc = tokenizer(texts, padding="max_length", max_length=pad_to, return_tensors="pt")
-    probs = layer0_attention(enc, broken_key_mask)
-    print(f"padded to {pad_to}: short text, token 1 looks at", probs[1, 0, 1, :6])
+    show_row(enc, layer0_attention(enc, broken_key_mask))
 
 # %% [markdown]
 # The tell-tale sign: the short text's attention (and so its output) changes when
-# only the amount of padding changes. A correct mask makes padding invisible.
+# only the amount of padding changes; here all of it goes to the padding, and its
+# largest weight shrinks as the padding grows. A correct mask makes padding
+# invisible.
 #
 # **Exercise 2.** Write `key_mask(attention_mask)`: (B, T) of 0/1 to a bool
 # (B, 1, 1, T), True where a query may attend the key, so that it broadcasts over
@@ -207,8 +219,7 @@ def key_mask(attention_mask):
 # %%
 for pad_to in (16, 24):
     enc = tokenizer(texts, padding="max_length", max_length=pad_to, return_tensors="pt")
-    probs = layer0_attention(enc, key_mask)
-    print(f"padded to {pad_to}: short text, token 1 looks at", probs[1, 0, 1, :6])
+    show_row(enc, layer0_attention(enc, key_mask))
 
 # %% test="test_key_mask_values" points=1
 """On a padded batch of the course model: the model's own attentions."""
