@@ -836,3 +836,401 @@ def test_09_states_the_accuracies_its_checks_ask_for():
     says(a, least, most, both=True)
     source = (ROOT / "source" / a / f"{a}.py").read_text("utf-8")
     assert f"(>= {least})" in source and f"(held-out accuracy <= {most})" in source
+
+
+# 01 §1: the head size is derived, not stored
+
+
+def test_the_head_size_is_not_in_the_config_but_d_is_d_over_h(course_model):
+    c = course_model.config
+    assert not [k for k in c.to_dict() if "head_size" in k or "head_dim" in k]
+    self_attn = course_model.encoder.layer[0].attention.self
+    assert self_attn.attention_head_size == c.hidden_size // c.num_attention_heads
+    says(
+        "01_config",
+        "Note that the head size is *not* stored: BERT splits the hidden vector of "
+        "size D into H equal pieces, so d = D // H.",
+    )
+
+
+# 01 §4: the two traps of a smaller position table
+
+
+def _smaller(model, rows: int = 32):
+    config = copy.deepcopy(model.config)
+    config.max_position_embeddings = rows
+    return config
+
+
+def test_load_state_dict_fails_only_on_the_position_table(course_model):
+    from transformers import BertModel
+
+    new = BertModel(_smaller(course_model))
+    state = course_model.state_dict()
+    with pytest.raises(RuntimeError) as err:
+        new.load_state_dict(state)
+    assert str(err.value).count("size mismatch") == 1
+    assert "size mismatch for embeddings.position_embeddings.weight" in str(err.value)
+    table = "embeddings.position_embeddings.weight"
+    new.load_state_dict({**state, table: state[table][:32]})  # the rest fits
+    says(
+        "01_config",
+        "`new.load_state_dict(model.state_dict())` fails with a *size mismatch* for "
+        "`embeddings.position_embeddings.weight`",
+        "Slice it to its first `max_len` rows first; every other weight has the "
+        "same shape.",
+    )
+    says("01_config", "embeddings.position_embeddings.weight", both=True)
+
+
+def test_from_pretrained_on_an_instance_builds_a_fresh_model(course_model):
+    import inspect
+
+    from transformers import BertModel
+
+    made = BertModel(_smaller(course_model))
+    loaded = made.from_pretrained(course_model.name_or_path)
+    assert isinstance(inspect.getattr_static(BertModel, "from_pretrained"), classmethod)
+    rows = course_model.config.max_position_embeddings
+    assert loaded is not made and loaded.config.max_position_embeddings == rows
+    assert loaded.embeddings.position_embeddings.weight.shape[0] == rows
+    assert made.embeddings.position_embeddings.weight.shape[0] == 32
+    says(
+        "01_config",
+        "does **not** use your edited config: `from_pretrained` is a *classmethod*, "
+        "so it builds a fresh model from the saved config and the instance you made "
+        "is thrown away.",
+    )
+
+
+# 01 §2: what parameters() yields
+
+
+def test_parameters_yield_shared_and_frozen_tensors_once_and_no_buffers(course_model):
+    from transformers import BertConfig, BertForMaskedLM
+
+    small = BertConfig(
+        vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2
+    )
+    tied = BertForMaskedLM(small)
+    shared = tied.bert.embeddings.word_embeddings.weight
+    assert tied.cls.predictions.decoder.weight is shared  # two modules, one tensor
+    listed = list(tied.parameters())
+    assert sum(p is shared for p in listed) == 1
+    every = list(tied.named_parameters(remove_duplicate=False))
+    assert sum(p is shared for _, p in every) == 2 and len(every) > len(listed)
+    frozen = nn.Linear(3, 2).requires_grad_(False)
+    assert [p.numel() for p in frozen.parameters()] == [6, 2]
+    ids = course_model.embeddings.position_ids
+    assert any(b is ids for b in course_model.buffers())
+    assert not any(p is ids for p in course_model.parameters())
+    says(
+        "01_config",
+        "`model.parameters()` yields every learned tensor once, even when two modules "
+        "share one (tied weights). Frozen parameters (`requires_grad=False`) are "
+        "still parameters; buffers such as `position_ids` are not.",
+    )
+
+
+# 02 §2: why the course model runs the eager implementation
+
+
+def test_the_sdpa_implementation_warns_and_returns_no_attention_weights(
+    course_model,
+):
+    import logging
+
+    from transformers import BertModel
+    from transformers.utils import logging as hf_logging
+
+    fused = BertModel.from_pretrained(
+        course_model.name_or_path, attn_implementation="sdpa"
+    ).eval()
+    ids = torch.tensor([[101, 2023, 102]])
+    logged = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = logged.append
+    verbosity, library = hf_logging.get_verbosity(), hf_logging.get_logger()
+    hf_logging.warning_once.cache_clear()  # warned once per process otherwise
+    hf_logging.set_verbosity_warning()  # transformers' default; the course's is error
+    library.addHandler(handler)
+    try:
+        with torch.no_grad():
+            got = fused(ids, output_attentions=True).attentions
+    finally:
+        library.removeHandler(handler)
+        hf_logging.set_verbosity(verbosity)
+    with torch.no_grad():
+        eager = course_model(ids, output_attentions=True).attentions
+    assert not got  # an empty tuple: no weights, no error
+    assert any("output_attentions" in r.getMessage() for r in logged)
+    assert len(eager) == course_model.config.num_hidden_layers
+    assert course_model.config._attn_implementation == "eager"
+    says(
+        "02_outputs",
+        'with the "eager" attention implementation (the fused kernels do not return '
+        "attention weights: asked for them, transformers 5 only logs a warning and "
+        "leaves `attentions` empty)",
+    )
+    says("02_outputs", "transformers 5", "`attentions`", both=True)
+
+
+# 04 §2: a transpose is a view with other strides
+
+
+def test_view_refuses_a_transposed_tensor_and_reshape_copies_it():
+    x = torch.randn(2, 3, 4, 5)  # (B, H, T, d)
+    swapped = x.transpose(1, 2)  # (B, T, H, d)
+    assert swapped.data_ptr() == x.data_ptr() and not swapped.is_contiguous()
+    assert swapped.stride() == (60, 5, 20, 1)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        swapped.view(2, 4, 15)
+    merged = swapped.reshape(2, 4, 15)
+    assert merged.data_ptr() != x.data_ptr()  # copied
+    assert torch.equal(merged, swapped.contiguous().view(2, 4, 15))
+    assert x.reshape(2, 3, 20).data_ptr() == x.data_ptr()  # no need: no copy
+    says(
+        "04_split_heads",
+        "A transpose does not move memory, it only changes strides, so the result is "
+        "not contiguous and `.view` refuses it: call `.contiguous()` first, or use "
+        "`.reshape`, which copies when it has to.",
+    )
+
+
+# 05 §4: unscaled scores saturate the softmax
+
+
+def test_the_softmax_of_unscaled_scores_has_a_nearly_zero_gradient():
+    gen = torch.Generator().manual_seed(0)  # 05's row of 8 scores, d_k = 64
+    dots = (torch.randn(8, 64, generator=gen) * torch.randn(8, 64, generator=gen)).sum(
+        -1
+    )
+    grads = [
+        torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), dots / c)
+        for c in (1, 8)
+    ]
+    unscaled, scaled = (g.abs().max().item() for g in grads)
+    assert torch.softmax(dots, -1).max() > 0.99  # nearly one-hot
+    assert unscaled < 0.01 and unscaled < scaled / 20  # and its gradient nearly zero
+    says(
+        "05_softmax_and_scaling",
+        "the softmax of such scores is nearly one-hot and its gradient nearly zero",
+    )
+
+
+# 07: GPT-2's GELU is the tanh form; BERT's is the erf one
+
+
+def test_gpt2_uses_the_tanh_gelu_and_bert_the_erf_one(course_model):
+    from transformers import GPT2Config
+    from transformers.activations import ACT2FN
+
+    x = torch.linspace(-4, 4, 1001, dtype=torch.float64)
+    tanh_form = x / 2 * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    erf_form = x / 2 * (1 + torch.erf(x / math.sqrt(2)))
+    gpt2 = ACT2FN[GPT2Config().activation_function]
+    assert torch.allclose(gpt2(x), tanh_form, atol=1e-12)
+    assert torch.allclose(F.gelu(x, approximate="tanh"), tanh_form, atol=1e-12)
+    assert not torch.allclose(gpt2(x), erf_form, atol=1e-5)
+    bert = ACT2FN[course_model.config.hidden_act]
+    assert torch.allclose(bert(x), erf_form, atol=1e-12)
+    says(
+        "07_full_layer",
+        "**GELU**, exact (`erf`) form",
+        'Many implementations (GPT-2, `F.gelu(x, approximate="tanh")`) use the tanh '
+        "approximation $\\tfrac{x}{2}(1 + \\tanh(\\sqrt{2/\\pi}\\,(x + 0.044715x^3)))$",
+    )
+    says("07_full_layer", "GPT-2", "0.044715x^3", both=True)
+
+
+# 08 §3: allclose's defaults, and how far an order-aware layer is from them
+
+
+def test_allclose_defaults_are_atol_1e_8_and_rtol_1e_5():
+    def close(a: float, b: float) -> bool:
+        return torch.allclose(*torch.tensor([a, b], dtype=torch.float64))
+
+    assert close(0.99e-8, 0.0) and not close(1.01e-8, 0.0)  # atol, where b = 0
+    assert close(1e3 + 0.99e-2, 1e3) and not close(1e3 + 1.01e-2, 1e3)  # + rtol·|b|
+    says("08_positions_and_masks", "`torch.allclose`'s defaults (`atol=1e-8`,")
+    says("08_positions_and_masks", "atol=1e-8", "rtol=1e-5", both=True)
+
+
+def _order_gaps(layer, hidden, perm, tolerances) -> list[float]:
+    """The largest |layer(x[:, perm]) - layer(x)[:, perm]|, as a multiple of each
+    tolerance's allowance atol + rtol·|b|."""
+    with torch.no_grad():
+        a, b = layer(hidden[:, perm]), layer(hidden)[:, perm]
+    return [
+        ((a - b).abs() / (atol + rtol * b.abs())).max().item()
+        for atol, rtol in tolerances
+    ]
+
+
+def test_a_layer_that_sees_order_misses_either_tolerance_by_far(
+    course_model, monkeypatch
+):
+    a = "08_positions_and_masks"
+    tolerances = [(1e-8, 1e-5), (1e-5, 1e-4)]  # allclose's defaults, the notebook's
+    # the checks' layers, float64: rounding far below, positions far above
+    g = torch.Generator().manual_seed(1)
+    hidden = torch.randn(2, 6, 32, generator=g, dtype=positions.PERM_DTYPE)
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    blind = positions._bert_layer(0)
+    seeing = positions.AddPositions(blind, 32)
+    assert max(_order_gaps(blind, hidden, perm, tolerances)) < 1e-3
+    assert min(_order_gaps(seeing, hidden, perm, tolerances)) > 1e3
+    # the notebook's demo, on the course model's layer 0 in float32
+    ns = definitions(ROOT, a, reference_answers(ROOT, a))
+    ns.update(torch=torch, model=course_model)
+    gaps = []
+    ns["permutation_check"] = lambda *args: gaps.append(_order_gaps(*args, tolerances))
+    monkeypatch.setattr("builtins.print", lambda *args: None)
+    torch.manual_seed(0)
+    exec(_cell_after(a, "layer = model.encoder.layer[0]"), ns)  # noqa: S102
+    assert len(gaps) == 2 and gaps[0][1] < 1  # no positions: within 1e-5, 1e-4
+    assert min(gaps[1]) > 100  # with sinusoids added
+    says(
+        a,
+        "The tests run their layers in float64, where the rounding is far below "
+        "either tolerance, and a layer that sees order changes its output by far "
+        "more than either.",
+    )
+
+
+# 09 §1: two conventions for a bool mask
+
+
+def test_sdpa_reads_true_as_may_attend_and_torch_nn_as_blocked():
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 4)
+    mask = torch.tensor([False, True, True]).expand(3, 3)  # True on keys 1 and 2
+    blocked_where_true = torch.zeros(3, 3).masked_fill(mask, float("-inf"))
+    blocked_where_false = torch.zeros(3, 3).masked_fill(~mask, float("-inf"))
+    sdpa = F.scaled_dot_product_attention
+    want = sdpa(x, x, x, attn_mask=blocked_where_false)
+    assert torch.allclose(sdpa(x, x, x, attn_mask=mask), want)
+    mha = nn.MultiheadAttention(4, 1, batch_first=True).eval()
+    with torch.no_grad():
+        _, weights = mha(x, x, x, attn_mask=mask)
+        assert torch.equal(weights[0], torch.eye(3)[[0, 0, 0]])  # key 0 only
+        layer = nn.TransformerEncoderLayer(4, 1, 8, 0.0, batch_first=True).eval()
+        got = layer(x, src_mask=mask)
+        assert torch.allclose(got, layer(x, src_mask=blocked_where_true))
+        assert not torch.allclose(got, layer(x, src_mask=blocked_where_false))
+    says(
+        "09_build_a_transformer",
+        "`F.scaled_dot_product_attention(attn_mask=...)` reads True as *may attend* "
+        "(ours), while `nn.MultiheadAttention` and `nn.TransformerEncoderLayer` read "
+        "True in `attn_mask` / `src_mask` as *blocked*.",
+    )
+    says("09_build_a_transformer", "attn_mask", "src_mask", both=True)
+
+
+# 10 §3 and §4: a previous-token head; the head view's sentence-pair menu
+
+
+def test_some_head_of_the_course_model_attends_mostly_to_the_previous_token(
+    embedded_model,
+):
+    tokenizer = models.load_tokenizer(embedded_model.name_or_path)
+    enc = tokenizer(data.SAMPLE_TEXT, return_tensors="pt")
+    with torch.no_grad():
+        attentions = embedded_model(**enc, output_attentions=True).attentions
+    previous = torch.stack([a.diagonal(-1, -2, -1).mean((0, 2)) for a in attentions])
+    assert previous.max() > 0.5  # (L, H): mean weight on key i - 1
+    assert torch.arange(9).view(3, 3).diagonal(-1).tolist() == [3, 7]  # (i, i-1)
+    says(
+        "10_visualize",
+        "Some heads attend mostly to the token just before the query",
+        "For query i (i ≥ 1) the previous token is key i − 1: the diagonal just "
+        "**below** the main one.",
+    )
+
+
+def test_the_head_view_of_a_pair_offers_sentence_a_to_sentence_b(embedded_model):
+    from course import viz
+
+    tokenizer = models.load_tokenizer(embedded_model.name_or_path)
+    shown = viz.attention_inputs(
+        *data.SENTENCE_PAIR, model=embedded_model, tokenizer=tokenizer
+    )
+    html = viz.head_view(*shown).data
+    assert ">Sentence A -> Sentence B</option>" in html
+    says("10_visualize", '(choose "Sentence A -> Sentence B")')
+    says("10_visualize", "Sentence A -> Sentence B", both=True)
+
+
+# 11 §1: a large negative fill hides the NaN
+
+
+def test_a_minus_1e9_fill_spreads_a_row_with_nothing_to_attend_evenly():
+    scores = torch.randn(3, 4, generator=torch.Generator().manual_seed(0)) * 3
+    mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 0, 1, 1]], dtype=torch.bool)
+    filled = torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)
+    infinite = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    assert torch.allclose(filled[1], torch.full((4,), 1 / 4))  # uniform, no NaN
+    assert infinite[1].isnan().all()
+    assert torch.allclose(filled[[0, 2]], infinite[[0, 2]])  # other rows unchanged
+    wide = torch.softmax(scores.double().masked_fill(~mask, -1e9), dim=-1)
+    assert torch.equal(wide[1], torch.full((4,), 0.25, dtype=torch.float64))  # exact
+    says(
+        "11_debugging",
+        "Filling with a large negative number instead hides the NaN but gives a row "
+        "with nothing to attend a uniform spread over keys it must not see.",
+    )
+
+
+# 07: dropout on the attention probabilities and on each sublayer's output
+
+
+def test_dropout_acts_on_the_probabilities_and_on_sublayers_before_the_residual(
+    course_model, monkeypatch
+):
+    c, seen, dropped = course_model.config, {}, []
+    dropout = F.dropout
+
+    def recording(input, p=0.5, training=True, inplace=False):
+        out = dropout(input, p, training, inplace)
+        if input.dim() == 4:  # (B, H, T, T)
+            dropped.append((input, p, training, out))
+        return out
+
+    def keep(key):
+        return lambda module, args, out: seen.__setitem__(key, (args, out))
+
+    hooks = []
+    for i, layer in enumerate(course_model.encoder.layer):
+        for block in (layer.attention.output, layer.output):  # Linear, dropout, norm
+            for name in ("", "dense", "dropout", "LayerNorm"):
+                module = block.get_submodule(name)
+                hooks.append(module.register_forward_hook(keep((i, block, name))))
+    monkeypatch.setattr(torch.nn.functional, "dropout", recording)
+    course_model.train()  # dropout on: it changes what it is given
+    try:
+        with torch.no_grad():
+            out = course_model(torch.tensor([[101, 2023, 2003, 102]]))
+    finally:
+        course_model.eval()
+        for hook in hooks:
+            hook.remove()
+    assert len(dropped) == c.num_hidden_layers == len(out.attentions)
+    for (probs, p, training, after), returned in zip(
+        dropped, out.attentions, strict=True
+    ):
+        assert p == c.attention_probs_dropout_prob > 0 and training
+        assert torch.allclose(probs.sum(-1), torch.ones(()))  # probabilities
+        assert torch.equal(after, returned) and not torch.equal(after, probs)
+    for i, layer in enumerate(course_model.encoder.layer):
+        for block in (layer.attention.output, layer.output):
+            (_, residual), _ = seen[i, block, ""]
+            (dropout_in,), dropout_out = seen[i, block, "dropout"]
+            assert torch.equal(dropout_in, seen[i, block, "dense"][1])
+            assert not torch.equal(dropout_in, dropout_out)
+            (norm_in,), _ = seen[i, block, "LayerNorm"]
+            assert torch.equal(norm_in, dropout_out + residual)
+    says(
+        "07_full_layer",
+        "on the embeddings after their LayerNorm, on the attention probabilities, and "
+        "on each sublayer's output before the residual is added.",
+    )

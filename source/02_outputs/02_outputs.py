@@ -87,7 +87,8 @@ check.encode_random(encode, seed=201)
 #
 # The course model is loaded with `output_attentions=True` and
 # `output_hidden_states=True`, and with the "eager" attention implementation (the
-# fused kernels do not return attention weights).
+# fused kernels do not return attention weights: asked for them, transformers 5
+# only logs a warning and leaves `attentions` empty).
 
 # %%
 with torch.no_grad():
