@@ -65,7 +65,7 @@ def _measure_once(path: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(path: str, repeat: int = 3) -> dict:
+def measure(path: str, repeat: int = 5) -> dict:
     """Seconds as a multiple of the floor, and peak memory, over ``repeat`` pairs.
 
     Each run of the notebook follows a run of the floor, and its ratio is taken to

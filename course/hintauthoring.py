@@ -40,9 +40,8 @@ def build(notebooks: dict, root: Path, verdicts: list[str]) -> dict:
     out = {}
     for assignment, nb in notebooks.items():
         answers = [c.id for c in nb.cells if cells.is_answer(c)]
-        written = tomllib.loads(
-            (root / "source" / assignment / "hints.toml").read_text("utf-8")
-        )
+        hints_file = cells.folder(root, "source", assignment) / "hints.toml"
+        written = tomllib.loads(hints_file.read_text("utf-8"))
         if extra := set(written) - set(answers):
             raise ValueError(f"{assignment}: hints for no exercise: {sorted(extra)}")
         entries = {}

@@ -14,7 +14,8 @@ with four Unix accounts made for the test: one instructor and three students.
    charges Ana's hints from the service's record), reads the class report, and
    looks at Cy's flagged submission in formgrader, in Chromium.
 4. The instructor releases feedback; each student fetches it and sees scores and
-   verdicts, and no hidden test source.
+   verdicts, and no hidden test source; Ben opens his in Chromium, its formulas
+   typeset by his server's MathJax (offline).
 
 Screenshots go to ``reports/classroom/`` for a person to look at.
 """
@@ -284,6 +285,22 @@ def _feedback_file(room: Classroom, student: str, assignment: str) -> Path:
     return found[-1]
 
 
+def _reads_typeset_feedback(room: Classroom, page, student: str, name: str) -> str:
+    """A student opens fetched feedback with formulas in the browser: their own
+    server's MathJax typesets them, offline."""
+    _login(page, room.url, student)
+    feedback = _feedback_file(room, student, name)
+    page.goto(
+        f"{room.url}/user/{student}/files/{feedback.relative_to(room.homes[student])}"
+    )
+    try:
+        page.wait_for_selector("text=Score", timeout=60000)
+        page.wait_for_selector(".MathJax_Display", timeout=60000)
+    finally:
+        page.screenshot(path=SHOTS / "student-feedback-math.png", full_page=True)
+    return page.inner_text("body")
+
+
 def _ana_reads_feedback(room: Classroom, page) -> str:
     """Ana fetches her feedback from the Assignment List and opens it."""
     _login(page, room.url, ANA)
@@ -391,6 +408,8 @@ def test_release_submit_grade_feedback(classroom):
     with browser() as (ctx, blocked_three):
         ana_feedback = _ana_reads_feedback(room, ctx.new_page())
     fetching.join()
+    with browser() as (ctx, blocked_four):
+        typeset = _reads_typeset_feedback(room, ctx.new_page(), BEN, A05)
     pages = {s: _feedback_file(room, s, A05).read_text() for s in (BEN, CY)}
     pages[ANA] = ana_feedback
     steps["feedback read"] = time.monotonic() - started
@@ -411,7 +430,7 @@ def test_release_submit_grade_feedback(classroom):
     assert "Nbgrader" in seen["menus"] and seen["dirty"] == 0, seen
     assert seen["instructor_tools"] == [], seen
     assert "Success" in seen["verdict"] or "passes" in seen["verdict"], seen
-    assert blocked == blocked_too == blocked_three == []
+    assert blocked == blocked_too == blocked_three == blocked_four == []
     # Her server (and so her kernels) uses one torch thread: the class shares cores.
     assert ana_env.get("OMP_NUM_THREADS") == "1", sorted(ana_env)
     # Hints: given by the hub's service, each saying what it costs; charged into
@@ -436,6 +455,8 @@ def test_release_submit_grade_feedback(classroom):
     assert f"flagged {CY}/{A05}" in graded, graded
     assert "KeyboardInterrupt" in flagged
     assert "\\operatorname{softmax}" not in flagged  # typeset, not raw TeX
+    assert "\\operatorname{softmax}" in pages[BEN]  # the feedback has the formula
+    assert "\\operatorname{softmax}" not in typeset  # ... and Ben sees it typeset
     # Ana's feedback says what her hints took, under the cells they took it from.
     assert "Hints you asked on this exercise took" in pages[ANA], pages[ANA][-3000:]
     # Feedback: scores and verdicts, no hidden test source.

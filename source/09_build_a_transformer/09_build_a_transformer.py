@@ -229,7 +229,7 @@ def train_tiny_transformer(seed, use_positions=True):
     gen = torch.Generator().manual_seed(seed)
     model = TinyTransformer(ECHO_VOCAB, ECHO_LEN, 64, 4, use_positions)
     opt = torch.optim.Adam(model.parameters(), lr=5e-3)
-    val_x, val_y = echo_task(256, torch.Generator().manual_seed(seed + 1))
+    val_x, val_y = echo_task(64, torch.Generator().manual_seed(seed + 1))
     history = {"loss": [], "val_accuracy": []}
     for step in range(100):
         x, y = echo_task(32, gen)
