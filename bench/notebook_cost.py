@@ -1,20 +1,24 @@
-"""Benchmark: time and peak kernel memory of each solution notebook, as ratios to a
-floor notebook that only imports the course and loads the model.
+"""Benchmark: time and kernel CPU of each solution notebook, as ratios to a floor
+notebook that only imports the course and loads the model; peak kernel memory.
 
 Each notebook runs in a fresh (cold) kernel inside its own child process, so the
-peak resident memory of that kernel (``RUSAGE_CHILDREN``) is measured alone. Each
-is run three times, with one thread as grading kernels are; the median time and
-the largest peak are reported.
+kernel's peak resident memory and CPU time (``RUSAGE_CHILDREN``) are measured
+alone, with one thread as grading kernels have. Each run of a notebook follows a
+run of the floor and is divided by it (this machine's speed drifts by a third
+within minutes, which a floor timed once would pass on to every ratio); the
+median of five pairs and their range are reported.
 
     .venv/bin/python bench/notebook_cost.py            # every source notebook
     .venv/bin/python bench/notebook_cost.py 05_softmax_and_scaling
 
-Measured 2026-12-01 on the 2-core machine with nothing else running (floor 5.9-6.0
-s, 420 MiB), time as a multiple of the floor: 01 1.12, 02 1.19, 03 1.36, 04 1.17,
-05 1.26, 06 1.36, 07 1.06, 08 1.15, 09 1.39-1.41, 10 1.32-1.53, 11 1.44-1.80
-(09-11 over two or three runs: a ratio moves by up to 0.35 between runs of three
-repeats each). Per cell (nbclient's timings), 10's setup cell is 5.1 s of its 6.6
-s, the floor's own work; 11's two small training demos are about 1 s each.
+Measured 2026-12-02 on the 2-core machine with nothing else running, median
+(range) of five pairs, wall-clock / kernel CPU: 01 1.15 / 1.15, 02 1.08 / 1.13,
+03 1.26 / 1.29, 04 1.22 / 1.09, 05 1.31 / 1.32, 06 1.12 / 1.15, 07 1.00 / 1.05,
+08 1.12 / 1.11, 09 1.37 (1.13-1.50) / 1.38 (1.29-1.53), 10 1.32 (1.19-1.42) /
+1.33 (1.07-1.55), 11 1.29 (1.25-1.67) / 1.42 (1.28-1.53). Where the rest goes:
+importing matplotlib.pyplot in a kernel is 0.7 s of CPU (seven notebooks plot,
+the floor does not), and the first torch.optim optimizer of a process imports
+torch._dynamo, about 1 s (09 and 11 train with Adam).
 """
 
 from __future__ import annotations
