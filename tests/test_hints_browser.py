@@ -29,9 +29,10 @@ RIGHT = """def softmax(scores, dim=-1):
     return e / e.sum(dim, keepdim=True)"""
 ASKS = ['check.hint("softmax")', 'check.hint("softmax")']
 VIEW = "from course import progress\nprogress.show()"
-SAID = {  # what each edition says: the mistake's hint, the first step, the states
-    "en": ("wrong axis", "Softmax turns", "failing", "passing"),
-    "zh": ("错误的轴", "softmax 把", "未通过", "已通过"),
+SAID = {  # each edition's words: the mistake's hint, the first step, the states,
+    # and the mistake as the progress view names it (its check's sentence)
+    "en": ("wrong axis", "Softmax turns", "failing", "passing", "rows do not sum"),
+    "zh": ("错误的轴", "softmax 把", "未通过", "已通过", "每行之和不为 1"),
 }
 
 
@@ -85,7 +86,7 @@ def lab(request, tmp_path):
 
 def test_a_student_asks_for_hints_fixes_the_answer_and_sees_progress(lab):
     url, lang, work = lab
-    mistake, first_step, failing, passing = SAID[lang]
+    mistake, first_step, failing, passing, named = SAID[lang]
     REPORTS.mkdir(parents=True, exist_ok=True)
     with browser() as (ctx, blocked):
         page = ctx.new_page()
@@ -119,7 +120,7 @@ def test_a_student_asks_for_hints_fixes_the_answer_and_sees_progress(lab):
     assert 'check.hint("softmax")' in verdict  # the sentence after the failure
     assert numbers == ["mistake:wrong-dim", "1"], numbers
     assert mistake in first and first_step in second
-    assert failing in before and "wrong-dim" in before
+    assert failing in before and named in before and "wrong-dim" not in before
     assert "CheckFailed" not in fixed, fixed
     assert passing in after and failing not in row and "\t2\t" in f"{row}\t"
     assert blocked == [], blocked
