@@ -114,6 +114,11 @@ class Pace:
         return True
 
 
+def _refused(status: int, hint: hints.Hint) -> tuple[int, dict]:
+    """A request answered with ``hint`` and no hint unlocked."""
+    return status, {"hint": asdict(hint), "key": None}
+
+
 def give(
     record: Record,
     policy: HintPolicy,
@@ -124,23 +129,18 @@ def give(
 ) -> tuple[int, dict]:
     """The answer to one request: an HTTP status and ``{"hint", "key"}``."""
 
+    exercise = asked.exercise
     if pace is not None and not pace.allow(student):
-        wait = hints.Hint(
-            asked.exercise,
-            tell("Too many requests for hints."),
-            tell("Wait a minute, then ask again."),
+        too_many = tell("Too many requests for hints.")
+        return _refused(
+            429, hints.Hint(exercise, too_many, tell("Wait a minute, then ask again."))
         )
-        return 429, {"hint": asdict(wait), "key": None}
     if not policy.available:
-        off = hints.Hint(
-            asked.exercise,
-            tell("No hints in this class."),
-            tell("Your instructor has turned hints off for graded work."),
-        )
-        return 403, {"hint": asdict(off), "key": None}
-    found = hintbook.find(asked.exercise)
+        off = tell("Your instructor has turned hints off for graded work.")
+        return _refused(403, hints.Hint(exercise, tell("No hints in this class."), off))
+    found = hintbook.find(exercise)
     if found is None:
-        return 404, {"hint": asdict(hints.unknown(asked.exercise)), "key": None}
+        return _refused(404, hints.unknown(exercise))
     assignment, entry = found
     if asked.mistake not in entry["mistakes"]:  # a key the kernel made up: none
         asked = hints.Asked(**{**asdict(asked), "mistake": None})
