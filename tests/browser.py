@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import warnings
 
 from playwright.sync_api import sync_playwright
 
@@ -67,17 +68,37 @@ PROMPT = """([index, before, done]) => {
 }"""
 
 
+def _dismiss_dialog(page, shots) -> None:
+    """Accept a JupyterLab dialog that covers the notebook, with a warning that
+    quotes it (and a screenshot in ``shots``): on a loaded machine JupyterLab can
+    raise one while the notebook opens, and it would swallow every click."""
+    dialog = page.locator(".jp-Dialog")
+    if not (dialog.count() and dialog.first.is_visible()):
+        return
+    if shots is not None:
+        page.screenshot(path=str(shots / "dialog.png"))
+    words = dialog.first.inner_text().replace("\n", " / ")
+    warnings.warn(f"accepted a JupyterLab dialog: {words}", stacklevel=3)
+    dialog.first.locator("button.jp-mod-accept").click(timeout=10000)
+    dialog.first.wait_for(state="detached", timeout=10000)
+
+
 def run_cell(
     page, index: int, expect: str = "", timeout: float = 120000, shots=None
 ) -> str:
     """Run one cell (select it, Shift+Enter; again while it has not started: the
-    first keystroke can come before the notebook takes keys) and wait until its
+    first keystroke can come before the notebook takes keys, or a dialog can take
+    it, see ``_dismiss_dialog``) and wait until its
     prompt shows a new execution count; return its output's text, which must
     hold ``expect`` (if not, a screenshot goes to the folder ``shots``)."""
     prompt = cell(page, index).locator(".jp-InputPrompt")
     before = prompt.inner_text()
     for _ in range(10):
-        prompt.click()
+        _dismiss_dialog(page, shots)
+        try:
+            prompt.click(timeout=10000)
+        except Exception:  # noqa: BLE001 - a dialog came up meanwhile: again
+            continue
         page.keyboard.press("Shift+Enter")
         try:  # started ([*]) or already done
             page.wait_for_function(PROMPT, arg=[index, before, False], timeout=5000)

@@ -96,7 +96,7 @@ def test_a_student_asks_for_hints_fixes_the_answer_and_sees_progress(lab):
             ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60000
         )
         for index in (1, 2):  # the setup, the answer (with its mistake)
-            run_cell(page, index)
+            run_cell(page, index, shots=REPORTS)
         verdict = run_cell(page, 3, "CheckFailed", shots=REPORTS)
         first = run_cell(page, 4, mistake, shots=REPORTS)
         second = run_cell(page, 5, first_step, shots=REPORTS)
