@@ -237,7 +237,7 @@ def update_hints(lang: str, data: dict) -> None:
     from . import hintauthoring, hintbook
 
     for domain, template in (
-        ("hints", hintauthoring.template()),
+        (hintbook.NAME_DOMAIN, hintauthoring.template(data)),
         (hintbook.TEXT_DOMAIN, hintauthoring.text_template(data)),
     ):
         path = catalog_path(lang, domain)

@@ -13,8 +13,8 @@ import json
 import tomllib
 from pathlib import Path
 
+from . import hintbook
 from .grading import cells
-from .hintbook import DATA
 
 MIN_STEPS = 3
 
@@ -54,7 +54,7 @@ def build(notebooks: dict, root: Path, verdicts: list[str]) -> dict:
                 if cells.is_test(c) and cells.exercise(c.id, answers) == exercise
             ]
             mistakes = {
-                key: {"verdict": _resolve(m["verdict"], verdicts), "hint": m["hint"]}
+                key: _mistake(m, verdicts, f"{assignment}/{exercise}/{key}")
                 for key, m in written[exercise].get("mistakes", {}).items()
             }
             entries[exercise] = {
@@ -68,6 +68,19 @@ def build(notebooks: dict, root: Path, verdicts: list[str]) -> dict:
     if twice := sorted({i for i in ids if ids.count(i) > 1}):
         raise ValueError(f"ids of two exercises: {twice}")  # a cell id names one
     return out
+
+
+def _mistake(written: dict, verdicts: list[str], where: str) -> dict:
+    """One misconception: its check's whole sentence, its hint, and its ``name``
+    where the sentence's first clause would not read as one."""
+    mistake = {"verdict": _resolve(written["verdict"], verdicts)}
+    mistake["hint"] = written["hint"]
+    name = written.get("name") or hintbook.first_clause(mistake["verdict"])
+    if not hintbook.readable(name):
+        raise ValueError(f"{where}: give it a name (at most 60 columns): {name!r}")
+    if "name" in written:
+        mistake["name"] = written["name"]
+    return mistake
 
 
 def _resolve(start: str, verdicts: list[str]) -> str:
@@ -86,7 +99,8 @@ def public(data: dict) -> dict:
                 "hidden": entry["hidden"],
                 "steps": len(entry["steps"]),
                 "mistakes": {
-                    k: {"verdict": m["verdict"]} for k, m in entry["mistakes"].items()
+                    k: {f: m[f] for f in ("verdict", "name") if f in m}
+                    for k, m in entry["mistakes"].items()
                 },
             }
             for e, entry in exercises.items()
@@ -129,14 +143,15 @@ def text_template(data: dict):
     return catalog
 
 
-def template():
-    """Every sentence of the hints and progress views, as a Babel catalog to
-    translate (``hints.po``)."""
+def template(data: dict):
+    """Every sentence of the hints and progress views, and each misconception's
+    written name (context ``mistake``), as a Babel catalog to translate
+    (``hints.po``)."""
     from babel.messages.catalog import Catalog
     from babel.messages.extract import extract_from_file
 
     catalog = Catalog(project="attention-by-hand")
-    here = DATA.parent.parent
+    here = hintbook.DATA.parent.parent
     for name in ("hints.py", "hubhints.py", "progress.py", "grading/hintservice.py"):
         found = extract_from_file(
             "python", here / name, keywords={"tell": None, "N_": None}
@@ -144,4 +159,13 @@ def template():
         for lineno, message, _, context in found:
             if isinstance(message, str):
                 catalog.add(message, context=context, locations=[(name, lineno)])
+    for assignment, exercises in data.items():
+        for entry in exercises.values():
+            for mistake in entry["mistakes"].values():
+                if "name" in mistake:
+                    catalog.add(
+                        mistake["name"],
+                        context=hintbook.NAME_CONTEXT,
+                        locations=[(assignment, 0)],
+                    )
     return catalog

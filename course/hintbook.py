@@ -11,6 +11,8 @@ its own under a stable key::
     [softmax.mistakes.overflow]
     verdict = "softmax(x, dim={dim}) gives NaN/inf"  # how the check's message starts
     hint = "..."
+    name = "..."  # optional: the views' name for it, if the message's first clause
+                  # is too long or starts with a {field} (the authoring says which)
 
 ``python -m course.authoring`` builds them into the package data, in two parts:
 ``course/data/hints.json``, what the kernel reads to follow a student's progress
@@ -46,7 +48,7 @@ def book() -> dict:
 
     An entry: ``tests`` (its test cells' ids), ``hidden`` (those whose test is
     hidden in the student's copy), ``steps`` (how many step hints) and
-    ``mistakes`` (``{key: {"verdict": catalog sentence}}``).
+    ``mistakes`` (``{key: {"verdict": catalog sentence, "name"?: its name}}``).
     """
     return json.loads(DATA.read_text("utf-8"))
 
@@ -110,30 +112,42 @@ def _pattern(sentence: str) -> re.Pattern:
 
 
 NAME_WIDTH = 60  # columns of a mistake's name in the views (a CJK character: 2)
+NAME_DOMAIN, NAME_CONTEXT = "hints", "mistake"  # a written name's catalog (hints.po)
 
 
-def _width(text: str) -> int:
+def width(text: str) -> int:
+    """Columns ``text`` takes in a fixed-width font (a CJK character: 2)."""
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def mistake_name(assignment: str, exercise: str, key: str) -> str:
-    """A misconception as the views name it: the first clause of its check's
-    sentence in the course's language, each ``{field}`` shown as ``…`` and a long
-    one cut; its ``key`` where that leaves too little to read."""
+    """A misconception as the views name it, in the course's language: its
+    ``name`` from ``hints.toml`` or, without one, the first clause of its check's
+    sentence (each ``{field}`` shown as ``…``); ``key`` for an unknown one."""
     mistake = book().get(assignment, {}).get(exercise, {}).get("mistakes", {})
     if key not in mistake:
         return key
+    if "name" in mistake[key]:
+        table = compiled(NAME_DOMAIN)
+        name = mistake[key]["name"]
+        return table.pgettext(NAME_CONTEXT, name) if table else name
     table = compiled("verdicts")
     sentence = mistake[key]["verdict"]
-    sentence = table.gettext(sentence) if table else sentence
+    return first_clause(table.gettext(sentence) if table else sentence)
+
+
+def first_clause(sentence: str) -> str:
+    """A check's sentence up to its first ``.:;`` (or ``。：；``), each ``{field}``
+    as ``…``: a misconception's name where none is written."""
     words = re.sub(r"\{[^{}]*\}", "…", sentence)
     first = re.split(r"(?<=[.:;])\s|(?<=[。：；])", words, maxsplit=1)[0]
-    first = first.rstrip(".:;。：；")
-    if first.startswith("…"):  # a field first: "… reaches …" names nothing
-        return key
-    while _width(first) > NAME_WIDTH:
-        first = first[:-2].rstrip(" …（(，,") + "…"
-    return first
+    return first.rstrip(".:;。：；")
+
+
+def readable(name: str) -> bool:
+    """Whether a misconception's name reads in the views: at most
+    :data:`NAME_WIDTH` columns, and not starting with a field (``… reaches …``)."""
+    return not name.startswith("…") and width(name) <= NAME_WIDTH
 
 
 def named_mistake(assignment: str, exercise: str, verdict: str) -> str | None:

@@ -42,7 +42,7 @@ def test_every_exercise_has_three_steps_and_each_hint_a_translation():
             for a in answers
         )
     templates = {
-        "hints": hintauthoring.template(),
+        hintbook.NAME_DOMAIN: hintauthoring.template(_built()),
         hintbook.TEXT_DOMAIN: hintauthoring.text_template(_built()),
     }
     for domain, template in templates.items():
@@ -117,6 +117,15 @@ def test_a_mistake_starts_exactly_one_sentence_of_the_checks(tmp_path):
     assert hintauthoring.written(built) == {A: hintbook.texts()[A]}
     toml.write_text(written.replace('verdict = "rows do not sum', 'verdict = "rows'))
     with pytest.raises(ValueError, match="not one"):
+        hintauthoring.build(notebooks, tmp_path, verdicts)
+    # A mistake whose check sentence does not start with a readable clause needs a
+    # name of its own; a written one must read too.
+    nameless = written.replace('name = "rows do not sum to 1', '# name = "')
+    toml.write_text(nameless)
+    with pytest.raises(ValueError, match="give it a name"):
+        hintauthoring.build(notebooks, tmp_path, verdicts)
+    toml.write_text(written.replace('name = "rows do not sum to 1', 'name = "… too'))
+    with pytest.raises(ValueError, match="give it a name"):
         hintauthoring.build(notebooks, tmp_path, verdicts)
     two_steps = [x for x in written.splitlines() if "Multiply elementwise" not in x]
     toml.write_text("\n".join(two_steps))
@@ -237,16 +246,24 @@ def test_a_costed_hint_s_note_joins_its_sentences_as_the_language_does(
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_a_mistake_is_named_by_its_check_s_sentence_in_the_language(monkeypatch, lang):
+def test_every_mistake_has_a_readable_name_in_the_language(monkeypatch, lang):
     monkeypatch.setenv("COURSE_LANG", lang)
-    for key, mistake in hintbook.book()[A]["softmax"]["mistakes"].items():
-        name = hintbook.mistake_name(A, "softmax", key)
-        sentence = i18n.say(mistake["verdict"])
-        start = name.rstrip("…").split("…")[0]
-        assert start and sentence.startswith(start), (key, name)
-        assert hintbook._width(name) <= hintbook.NAME_WIDTH
-    # A sentence that starts with a field names nothing: the key stands in.
-    assert hintbook.mistake_name("11_debugging", "position_table", "too-large") == (
-        "too-large"
-    )
+    names = {}
+    for assignment, exercises in hintbook.book().items():
+        for exercise, entry in exercises.items():
+            for key, mistake in entry["mistakes"].items():
+                name = hintbook.mistake_name(assignment, exercise, key)
+                names[assignment, exercise, key] = name
+                assert hintbook.readable(name) and name != key, (exercise, key, name)
+                if "name" not in mistake:  # its check's first clause
+                    sentence = i18n.say(mistake["verdict"])
+                    start = name.split("…")[0]
+                    assert start and sentence.startswith(start), (key, name)
+    if lang == "zh":
+        assert all(re.search("[\u4e00-\u9fff]", n) for n in names.values())
+    # 05's softmax: a written name, and the first clause of a check's sentence.
+    said = {"en": ("rows do not sum to 1", "it normalises over dim -2 (the queries)"),
+            "zh": ("每行之和不为 1", "它在维度 -2（查询）上做了归一化")}[lang]  # fmt: skip
+    assert names[A, "softmax", "wrong-dim"].startswith(said[0])
+    assert names[A, "softmax", "query-dim"] == said[1]
     assert hintbook.mistake_name(A, "softmax", "no-such-key") == "no-such-key"
