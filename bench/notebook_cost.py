@@ -18,7 +18,8 @@ Measured 2026-12-02 on the 2-core machine with nothing else running, median
 1.33 (1.07-1.55), 11 1.29 (1.25-1.67) / 1.42 (1.28-1.53). Where the rest goes:
 importing matplotlib.pyplot in a kernel is 0.7 s of CPU (seven notebooks plot,
 the floor does not), and the first torch.optim optimizer of a process imports
-torch._dynamo, about 1 s (09 and 11 train with Adam).
+torch._dynamo, about 1 s (09 and 11 train with Adam; a graded kernel, forked
+from the zygote, has it already: transformers imports it).
 """
 
 from __future__ import annotations

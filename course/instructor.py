@@ -121,16 +121,23 @@ def cmd_grade(args) -> int:
 
 
 def cmd_feedback(args) -> int:
-    """Generate feedback HTML with nbgrader (hidden tests and tracebacks removed)."""
-    from .grading import gradebook
+    """Generate feedback HTML with nbgrader (hidden tests and tracebacks removed),
+    the hints' charge settled first: a submission graded again since ``course
+    grade`` (formgrader's button) is charged as its own submission time says."""
+    from .grading import gradebook, hintcharge
 
     root = Path(args.root).resolve()
-    db = f"--CourseDirectory.db_url={gradebook.url(root, args.db)}"
-    for name in args.assignments or grading.assignments(root):
+    url = gradebook.url(root, args.db)
+    names = args.assignments or grading.assignments(root)
+    code, said = hintcharge.settle(root=root, assignments=names, db_url=url)
+    if said:
+        print(said)
+    for name in names:
         if stage_folder(root, "autograded").is_dir():
+            db = f"--CourseDirectory.db_url={url}"
             grading.nbgrader("generate_feedback", name, "--force", db, root=root)
             print(f"feedback for {name} in {stage_folder(root, 'feedback')}")
-    return 0
+    return code
 
 
 def cmd_report(args) -> int:

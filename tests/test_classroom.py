@@ -261,6 +261,21 @@ def _server_environment(user: str) -> dict[str, str]:
     return {}
 
 
+def _clear_hint_charges(room: Classroom, student: str, assignment: str) -> int:
+    """Take the hints' charge off a student's cells, as a submission graded outside
+    ``course grade`` (formgrader's button) has none; return how many cells had it."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(room.db) as gb:
+        cleared = 0
+        for notebook in gb.find_submission(assignment, student).notebooks:
+            for grade in notebook.grades:
+                if grade.extra_credit is not None and grade.extra_credit < 0:
+                    grade.extra_credit, cleared = None, cleared + 1
+        gb.db.commit()
+    return cleared
+
+
 def _teacher_opens_flagged(room: Classroom, page) -> str:
     """Formgrader's page of Cy's flagged submission, as the instructor sees it."""
     from nbgrader.api import Gradebook
@@ -393,7 +408,9 @@ def test_release_submit_grade_feedback(classroom):
 
     steps["formgrader"] = time.monotonic() - started
     # Feedback: released by the instructor, fetched by each student.
-    room.teacher(f"{BIN}/course", "feedback", A01, A05)
+    # Ana's charge gone (her 01 graded again in formgrader): the feedback sets it.
+    uncharged = _clear_hint_charges(room, ANA, A01)
+    fed = room.teacher(f"{BIN}/course", "feedback", A01, A05, env=token)
     for name in (A01, A05):  # one at a time, as above (the exchange's feedback/)
         room.teacher(f"{BIN}/nbgrader", "release_feedback", name)
     fetching = threading.Thread(
@@ -456,6 +473,7 @@ def test_release_submit_grade_feedback(classroom):
     assert "\\operatorname{softmax}" not in typeset  # ... and Ben sees it typeset
     # Ana's feedback says what her hints took, under the cells they took it from.
     assert "Hints you asked on this exercise took" in pages[ANA], pages[ANA][-3000:]
+    assert uncharged > 0 and f"hints: 2 asked, {2 * COST:g} points charged" in fed
     # Feedback: scores and verdicts, no hidden test source.
     assert "1/sqrt" in pages[BEN] or "sqrt(d" in pages[BEN], pages[BEN][-2000:]
     for student, page in pages.items():

@@ -142,3 +142,15 @@ def test_the_feedback_says_what_the_hints_took(gradebook):
     said = [[o["text"] for o in c.outputs] for c in nb.cells]
     assert said == [["Hints you asked on this exercise took 0.5 of this cell's "
                      "points (your instructor's hint policy).\n"], []]  # fmt: skip
+
+
+def test_course_feedback_settles_the_charge_first(tmp_path, capsys):
+    """``course feedback`` charges the record before it writes any page: costly
+    hints without a record are said, with exit status 1, as ``course grade`` does."""
+    from course import cli
+
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.HintPolicy.points_per_hint = 1.0\n"
+    )
+    assert cli.main(["feedback", A, f"--root={tmp_path}"]) == 1
+    assert "no hint was charged" in capsys.readouterr().out
