@@ -77,8 +77,9 @@ def _mistake(written: dict, verdicts: list[str], where: str) -> dict:
     mistake["hint"] = written["hint"]
     name = written.get("name") or hintbook.first_clause(mistake["verdict"])
     if not hintbook.readable(name):
-        raise ValueError(f"{where}: give it a name (at most 60 columns): {name!r}")
-    if "name" in written:
+        width = hintbook.NAME_WIDTH
+        raise ValueError(f"{where}: give it a name (at most {width} columns): {name!r}")
+    if written.get("name"):  # an empty one is none
         mistake["name"] = written["name"]
     return mistake
 
@@ -162,7 +163,7 @@ def template(data: dict):
     for assignment, exercises in data.items():
         for entry in exercises.values():
             for mistake in entry["mistakes"].values():
-                if "name" in mistake:
+                if mistake.get("name"):
                     catalog.add(
                         mistake["name"],
                         context=hintbook.NAME_CONTEXT,

@@ -115,8 +115,7 @@ NAME_WIDTH = 60  # columns of a mistake's name in the views (a CJK character: 2)
 NAME_DOMAIN, NAME_CONTEXT = "hints", "mistake"  # a written name's catalog (hints.po)
 
 
-def width(text: str) -> int:
-    """Columns ``text`` takes in a fixed-width font (a CJK character: 2)."""
+def _width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
@@ -137,17 +136,38 @@ def mistake_name(assignment: str, exercise: str, key: str) -> str:
 
 
 def first_clause(sentence: str) -> str:
-    """A check's sentence up to its first ``.:;`` (or ``。：；``), each ``{field}``
-    as ``…``: a misconception's name where none is written."""
+    """A misconception's name where none is written.
+
+    Parameters
+    ----------
+    sentence : str
+        A check's catalog sentence, in either language.
+
+    Returns
+    -------
+    str
+        The sentence up to its first ``.:;`` (or ``。：；``), each ``{field}`` as ``…``.
+    """
     words = re.sub(r"\{[^{}]*\}", "…", sentence)
     first = re.split(r"(?<=[.:;])\s|(?<=[。：；])", words, maxsplit=1)[0]
     return first.rstrip(".:;。：；")
 
 
 def readable(name: str) -> bool:
-    """Whether a misconception's name reads in the views: at most
-    :data:`NAME_WIDTH` columns, and not starting with a field (``… reaches …``)."""
-    return not name.startswith("…") and width(name) <= NAME_WIDTH
+    """Whether a misconception's name reads in the views.
+
+    Parameters
+    ----------
+    name : str
+        A written name, or a check's first clause (:func:`first_clause`).
+
+    Returns
+    -------
+    bool
+        At most :data:`NAME_WIDTH` columns (a CJK character: 2), and not starting
+        with a field (``… reaches …`` names nothing).
+    """
+    return not name.startswith("…") and _width(name) <= NAME_WIDTH
 
 
 def named_mistake(assignment: str, exercise: str, verdict: str) -> str | None:

@@ -121,22 +121,31 @@ def cmd_grade(args) -> int:
 
 
 def cmd_feedback(args) -> int:
-    """Generate feedback HTML with nbgrader (hidden tests and tracebacks removed),
-    the hints' charge settled first: a submission graded again since ``course
-    grade`` (formgrader's button) is charged as its own submission time says."""
-    from .grading import gradebook, hintcharge
+    """Generate feedback HTML with nbgrader (hidden tests and tracebacks removed).
+
+    Where hints cost points, their charge is settled first: a submission first
+    autograded outside ``course grade`` (formgrader's button) is charged, as its
+    submission time says, before its student reads feedback.
+    """
+    from .grading import gradebook, hintcharge, settings
 
     root = Path(args.root).resolve()
+    autograded = stage_folder(root, "autograded")
+    if not autograded.is_dir():
+        print(f"no feedback: nothing autograded in {autograded}")
+        return 0
     url = gradebook.url(root, args.db)
     names = args.assignments or grading.assignments(root)
-    code, said = hintcharge.settle(root=root, assignments=names, db_url=url)
-    if said:
+    code = 0
+    if settings.hint_policy(root).points_per_hint:
+        code, said = hintcharge.settle(root=root, assignments=names, db_url=url)
         print(said)
+        if code:
+            print("the feedback shows the hint charges the gradebook already held")
     for name in names:
-        if stage_folder(root, "autograded").is_dir():
-            db = f"--CourseDirectory.db_url={url}"
-            grading.nbgrader("generate_feedback", name, "--force", db, root=root)
-            print(f"feedback for {name} in {stage_folder(root, 'feedback')}")
+        db = f"--CourseDirectory.db_url={url}"
+        grading.nbgrader("generate_feedback", name, "--force", db, root=root)
+        print(f"feedback for {name} in {stage_folder(root, 'feedback')}")
     return code
 
 

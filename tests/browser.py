@@ -10,6 +10,7 @@ import contextlib
 import tempfile
 import warnings
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
@@ -68,19 +69,27 @@ PROMPT = """([index, before, done]) => {
 }"""
 
 
-def _dismiss_dialog(page, shots) -> None:
-    """Accept a JupyterLab dialog that covers the notebook, with a warning that
-    quotes it (and a screenshot in ``shots``): on a loaded machine JupyterLab can
-    raise one while the notebook opens, and it would swallow every click."""
+SELECT_KERNEL = ("Select Kernel", "选择内核")  # the dialog's title, en and zh-CN
+IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+
+
+def _dismiss_dialog(page, shots, index: int) -> None:
+    """Accept JupyterLab's "Select Kernel" dialog, Python 3 chosen, with a warning
+    that quotes it: on a loaded machine JupyterLab can open a notebook before its
+    list of kernels has come, ask, and swallow every click meanwhile. Any other
+    dialog fails the test with its words (and a screenshot in ``shots``)."""
     dialog = page.locator(".jp-Dialog")
     if not (dialog.count() and dialog.first.is_visible()):
         return
     if shots is not None:
-        page.screenshot(path=str(shots / "dialog.png"))
+        page.screenshot(path=str(shots / f"dialog-at-cell-{index}.png"))
     words = dialog.first.inner_text().replace("\n", " / ")
+    title = dialog.first.locator(".jp-Dialog-header").inner_text().strip()
+    assert title in SELECT_KERNEL, f"a dialog covers the notebook: {words}"
     warnings.warn(f"accepted a JupyterLab dialog: {words}", stacklevel=3)
     dialog.first.locator("button.jp-mod-accept").click(timeout=10000)
     dialog.first.wait_for(state="detached", timeout=10000)
+    page.wait_for_selector(IDLE, timeout=120000)  # the kernel chosen, started
 
 
 def run_cell(
@@ -94,10 +103,10 @@ def run_cell(
     prompt = cell(page, index).locator(".jp-InputPrompt")
     before = prompt.inner_text()
     for _ in range(10):
-        _dismiss_dialog(page, shots)
+        _dismiss_dialog(page, shots, index)
         try:
             prompt.click(timeout=10000)
-        except Exception:  # noqa: BLE001 - a dialog came up meanwhile: again
+        except PlaywrightTimeout:  # a dialog came up meanwhile: again
             continue
         page.keyboard.press("Shift+Enter")
         try:  # started ([*]) or already done

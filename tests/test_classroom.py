@@ -262,8 +262,9 @@ def _server_environment(user: str) -> dict[str, str]:
 
 
 def _clear_hint_charges(room: Classroom, student: str, assignment: str) -> int:
-    """Take the hints' charge off a student's cells, as a submission graded outside
-    ``course grade`` (formgrader's button) has none; return how many cells had it."""
+    """Take the hints' charge off a student's cells, as a submission first
+    autograded outside ``course grade`` (formgrader's button) has none; return how
+    many cells had it."""
     from nbgrader.api import Gradebook
 
     with Gradebook(room.db) as gb:
@@ -408,7 +409,7 @@ def test_release_submit_grade_feedback(classroom):
 
     steps["formgrader"] = time.monotonic() - started
     # Feedback: released by the instructor, fetched by each student.
-    # Ana's charge gone (her 01 graded again in formgrader): the feedback sets it.
+    # Ana's charge gone (as if formgrader had graded her 01): the feedback sets it.
     uncharged = _clear_hint_charges(room, ANA, A01)
     fed = room.teacher(f"{BIN}/course", "feedback", A01, A05, env=token)
     for name in (A01, A05):  # one at a time, as above (the exchange's feedback/)

@@ -87,7 +87,7 @@ def test_the_class_report_counts_hints_per_exercise(tmp_path):
              ("ben", A, "count_parameters"): (1, 0.0),
              ("ben", A, "query_linear"): (2, 0.0)}  # fmt: skip
     charged = {("ana", A, "count_parameters"): 1.5}
-    path = hintcharge.write(tmp_path, tally, charged)
+    path = hintcharge.write(tmp_path, tally, charged, assignments=[A])
     assert path.stat().st_mode & 0o777 == 0o600
     assert report.hints_by_exercise(tmp_path, A) == {
         "count_parameters": (4, 2, 1.5),
@@ -144,13 +144,41 @@ def test_the_feedback_says_what_the_hints_took(gradebook):
                      "points (your instructor's hint policy).\n"], []]  # fmt: skip
 
 
-def test_course_feedback_settles_the_charge_first(tmp_path, capsys):
-    """``course feedback`` charges the record before it writes any page: costly
-    hints without a record are said, with exit status 1, as ``course grade`` does."""
-    from course import cli
+def test_settling_one_assignment_keeps_the_other_s_rows(tmp_path):
+    """``course feedback 05`` after ``course grade 01 05``: 01's rows stay."""
+    other = "05_softmax_and_scaling"
+    first = {
+        ("ana", A, "count_parameters"): (2, 1.0),
+        ("ana", other, "softmax"): (1, 0.5),
+    }
+    hintcharge.write(tmp_path, first, {}, assignments=[A, other])
+    again = {("ben", other, "softmax"): (3, 1.5)}
+    hintcharge.write(tmp_path, again, {("ben", other, "softmax"): 1.0},
+                     assignments=[other])  # fmt: skip
+    assert report.hints_by_exercise(tmp_path, A) == {"count_parameters": (2, 1, 0.0)}
+    assert report.hints_by_exercise(tmp_path, other) == {"softmax": (3, 1, 1.0)}
+
+
+def test_course_feedback_settles_the_charge_before_it_writes_a_page(
+    tmp_path, capsys, monkeypatch
+):
+    """Costly hints without a record are said first, with exit status 1, as
+    ``course grade`` does; each page is written after that."""
+    from course import cli, grading
 
     (tmp_path / "nbgrader_config.py").write_text(
         "c = get_config()\nc.HintPolicy.points_per_hint = 1.0\n"
     )
+    assert cli.main(["feedback", A, f"--root={tmp_path}"]) == 0  # nothing graded
+    assert "nothing autograded" in capsys.readouterr().out
+    (tmp_path / "autograded").mkdir()
+    said_before = []
+    monkeypatch.setattr(
+        grading, "nbgrader", lambda *a, **k: said_before.append(capsys.readouterr().out)
+    )
     assert cli.main(["feedback", A, f"--root={tmp_path}"]) == 1
-    assert "no hint was charged" in capsys.readouterr().out
+    assert len(said_before) == 1 and "no hint was charged" in said_before[0]
+    # Free hints: nothing to charge, nothing said of them.
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
+    assert cli.main(["feedback", A, f"--root={tmp_path}"]) == 0
+    assert "hint" not in said_before[-1]

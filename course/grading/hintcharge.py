@@ -118,15 +118,22 @@ def charge(*, db_url: str, rows: list) -> dict:
     return charged
 
 
-def write(out: Path, counts: dict, charged: dict) -> Path:
+def write(out: Path, counts: dict, charged: dict, *, assignments: list[str]) -> Path:
     """``out/hints.csv`` (the instructor's alone, 0600): one row per student and
-    exercise with hints."""
+    exercise with hints; the rows of ``assignments`` are replaced, those of any
+    other assignment (settled by an earlier run) kept."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / FILE
+    kept = []
+    if path.is_file():
+        with path.open(newline="") as f:
+            kept = [r for r in csv.DictReader(f) if r["assignment"] not in assignments]
+    header = ["student", "assignment", "exercise", "hints", "charged"]
     descriptor = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
     with open(descriptor, "w", newline="") as f:
         rows = csv.writer(f)
-        rows.writerow(["student", "assignment", "exercise", "hints", "charged"])
+        rows.writerow(header)
+        rows.writerows([r[h] for h in header] for r in kept)
         for key, (n, _) in sorted(counts.items()):
             rows.writerow([*key, n, f"{charged.get(key, 0.0):g}"])
     return path
@@ -150,6 +157,6 @@ def settle(*, root: Path, assignments: list[str], db_url: str) -> tuple[int, str
     except Unreadable as error:
         return 1, f"no hint was charged: the hint record could not be read ({error})"
     charged = charge(db_url=db_url, rows=rows)
-    path = write(root / "reports", tally(rows), charged)
+    path = write(root / "reports", tally(rows), charged, assignments=assignments)
     asked = len(rows)
     return 0, f"hints: {asked} asked, {sum(charged.values()):g} points charged: {path}"
