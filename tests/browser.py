@@ -7,7 +7,9 @@ so a test can assert that a page drew with nothing fetched from outside.
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
+import time
 import warnings
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -92,16 +94,10 @@ def _dismiss_dialog(page, shots, index: int) -> None:
     page.wait_for_selector(IDLE, timeout=120000)  # the kernel chosen, started
 
 
-def run_cell(
-    page, index: int, expect: str = "", timeout: float = 120000, shots=None
-) -> str:
-    """Run one cell (select it, Shift+Enter; again while it has not started: the
-    first keystroke can come before the notebook takes keys, or a dialog can take
-    it, see ``_dismiss_dialog``) and wait until its
-    prompt shows a new execution count; return its output's text, which must
-    hold ``expect`` (if not, a screenshot goes to the folder ``shots``)."""
-    prompt = cell(page, index).locator(".jp-InputPrompt")
-    before = prompt.inner_text()
+def _start(page, prompt, index: int, before: str, shots) -> None:
+    """Select the cell and press Shift+Enter until its prompt changes ([*] or a
+    count): the first keystroke can come before the notebook takes keys, or a
+    dialog can take it (:func:`_dismiss_dialog`)."""
     for _ in range(10):
         _dismiss_dialog(page, shots, index)
         try:
@@ -109,17 +105,37 @@ def run_cell(
         except PlaywrightTimeout:  # a dialog came up meanwhile: again
             continue
         page.keyboard.press("Shift+Enter")
-        try:  # started ([*]) or already done
+        try:
             page.wait_for_function(PROMPT, arg=[index, before, False], timeout=5000)
-            break
-        except Exception:  # noqa: BLE001 - not started: ask again
+            return
+        except PlaywrightTimeout:  # not started: ask again
             continue
-    try:
-        page.wait_for_function(PROMPT, arg=[index, before, True], timeout=timeout)
-    except Exception:
-        if shots is not None:
-            page.screenshot(path=str(shots / f"not-done-cell-{index}.png"))
-        raise
+
+
+def run_cell(
+    page, index: int, expect: str = "", timeout: float = 120000, shots=None
+) -> str:
+    """Run one cell and wait until its prompt shows a new execution count; return
+    its output's text, which must hold ``expect`` (if not, a screenshot goes to the
+    folder ``shots``). A run JupyterLab dropped (its prompt blank again: it had no
+    kernel yet, and asked for one) is started again."""
+    prompt = cell(page, index).locator(".jp-InputPrompt")
+    before = prompt.inner_text()
+    deadline = time.monotonic() + timeout / 1000
+    _start(page, prompt, index, before, shots)
+    while True:
+        try:
+            page.wait_for_function(PROMPT, arg=[index, before, True], timeout=5000)
+            break
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                if shots is not None:
+                    page.screenshot(path=str(shots / f"not-done-cell-{index}.png"))
+                raise
+        _dismiss_dialog(page, shots, index)
+        if not re.search(r"[0-9*]", prompt.inner_text()):  # dropped: run it again
+            warnings.warn(f"cell {index} was dropped: run again", stacklevel=2)
+            _start(page, prompt, index, prompt.inner_text(), shots)
     out = cell(page, index).locator(".jp-OutputArea")
     if not expect:
         return out.inner_text()
