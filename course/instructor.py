@@ -142,8 +142,8 @@ def cmd_feedback(args) -> int:
         print(said)
         if code:
             print("the feedback shows the hint charges the gradebook already held")
+    db = f"--CourseDirectory.db_url={url}"
     for name in names:
-        db = f"--CourseDirectory.db_url={url}"
         grading.nbgrader("generate_feedback", name, "--force", db, root=root)
         print(f"feedback for {name} in {stage_folder(root, 'feedback')}")
     return code

@@ -284,14 +284,25 @@ def _teacher_opens_flagged(room: Classroom, page) -> str:
     with Gradebook(room.db) as gb:
         sub = gb.find_submission_notebook(A05, A05, CY).id
     _login(page, room.url, TEACHER)
-    page.goto(f"{room.url}/user/{TEACHER}/formgrader/submissions/{sub}/?index=0")
+    url = f"{room.url}/user/{TEACHER}/formgrader/submissions/{sub}/?index=0"
+    return _typeset_page(page, url, "KeyboardInterrupt", "instructor-formgrader.png")
+
+
+def _typeset_page(page, url: str, text: str, shot: str) -> str:
+    """The text of the page at ``url`` once it shows ``text`` and its formulas,
+    typeset offline by the server's own MathJax; a screenshot ``shot`` either way."""
+    page.goto(url)
     try:
-        page.wait_for_selector("text=KeyboardInterrupt", timeout=60000)
-        # The notebook's formulas, typeset offline by the server's own MathJax.
+        page.wait_for_selector(f"text={text}", timeout=60000)
         page.wait_for_selector(".MathJax_Display", timeout=60000)
     finally:
-        page.screenshot(path=SHOTS / "instructor-formgrader.png", full_page=True)
+        page.screenshot(path=SHOTS / shot, full_page=True)
     return page.inner_text("body")
+
+
+def _files_url(room: Classroom, student: str, path: Path) -> str:
+    """The URL of a file below the student's home, served by their own server."""
+    return f"{room.url}/user/{student}/files/{path.relative_to(room.homes[student])}"
 
 
 def _feedback_file(room: Classroom, student: str, assignment: str) -> Path:
@@ -305,16 +316,8 @@ def _reads_typeset_feedback(room: Classroom, page, student: str, name: str) -> s
     """A student opens fetched feedback with formulas in the browser: their own
     server's MathJax typesets them, offline."""
     _login(page, room.url, student)
-    feedback = _feedback_file(room, student, name)
-    page.goto(
-        f"{room.url}/user/{student}/files/{feedback.relative_to(room.homes[student])}"
-    )
-    try:
-        page.wait_for_selector("text=Score", timeout=60000)
-        page.wait_for_selector(".MathJax_Display", timeout=60000)
-    finally:
-        page.screenshot(path=SHOTS / "student-feedback-math.png", full_page=True)
-    return page.inner_text("body")
+    url = _files_url(room, student, _feedback_file(room, student, name))
+    return _typeset_page(page, url, "Score", "student-feedback-math.png")
 
 
 def _ana_reads_feedback(room: Classroom, page) -> str:
@@ -325,7 +328,7 @@ def _ana_reads_feedback(room: Classroom, page) -> str:
     row.locator("button:text('Fetch Feedback')").click()
     row.locator("text=view feedback").wait_for(timeout=60000)
     feedback = _feedback_file(room, ANA, A01)
-    page.goto(f"{room.url}/user/{ANA}/files/{feedback.relative_to(room.homes[ANA])}")
+    page.goto(_files_url(room, ANA, feedback))
     page.wait_for_selector("text=Score", timeout=60000)
     page.screenshot(path=SHOTS / "student-feedback.png", full_page=True)
     return feedback.read_text()
