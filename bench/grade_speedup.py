@@ -143,9 +143,9 @@ def main() -> None:
             grading.nbgrader("autograde", a, root=roots["serial"])
         seconds["serial"] = time.perf_counter() - t0
         seconds["local"] = course_grade(roots["local"], assignments)
-        with dask_cluster(Path(tmp), workers=2) as file:
+        with dask_cluster(Path(tmp), workers=2) as (file, tls):
             seconds["cli"] = course_grade(
-                roots["cli"], assignments, f"--scheduler-file={file}"
+                roots["cli"], assignments, f"--scheduler-file={file}", *tls.flags()
             )
         scores = {way: totals(roots[way], assignments) for way in ways}
         per_task = {way: task_seconds(roots[way]) for way in ("local", "cli")}

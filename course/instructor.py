@@ -64,6 +64,18 @@ def cmd_grade(args) -> int:
     from .grading.results import FAILED, summary, write_log
 
     root = Path(args.root).resolve()
+    remote = {  # the scheduler named, if any, and how it is reached
+        "scheduler": args.scheduler,
+        "scheduler_file": args.scheduler_file,
+        "tls_ca_file": args.tls_ca_file,
+        "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
+        "insecure_scheduler": args.insecure_scheduler,
+    }
+    refused = cluster.refusal(**remote)
+    if refused:
+        print(refused)
+        return 2
     names = args.assignments or [
         a for a in grading.assignments(root) if batch.submissions(root, a)
     ]
@@ -94,12 +106,7 @@ def cmd_grade(args) -> int:
         print(f"{name} was not in the gradebook: registered it from source/{name}")
     where = args.scheduler or args.scheduler_file or "a dask cluster on this machine"
     print(f"grading {len(plan.todo)} submissions of {', '.join(names)} on {where}")
-    with cluster.cluster(
-        scheduler=args.scheduler,
-        scheduler_file=args.scheduler_file,
-        workers=args.workers,
-        warm=not args.cold,
-    ) as client:
+    with cluster.cluster(**remote, workers=args.workers, warm=not args.cold) as client:
         problems = cluster.sandbox_problems(client) if chosen.sandboxed else {}
         if problems:
             worker, reason = next(iter(problems.items()))
@@ -142,9 +149,8 @@ def cmd_feedback(args) -> int:
         print(said)
         if code:
             print("the feedback shows the hint charges the gradebook already held")
-    db = f"--CourseDirectory.db_url={url}"
     for name in names:
-        grading.nbgrader("generate_feedback", name, "--force", db, root=root)
+        grading.nbgrader("generate_feedback", name, "--force", root=root, db_url=url)
         print(f"feedback for {name} in {stage_folder(root, 'feedback')}")
     return code
 
@@ -173,9 +179,18 @@ def grade_options(p: argparse.ArgumentParser) -> None:
     """
     p.add_argument("--workers", type=int, help="embedded cluster: worker processes "
                    "(default: one per core)")  # fmt: skip
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+    p.add_argument("--scheduler", metavar="tls://HOST:PORT",
                    help="grade on this dask scheduler's workers")  # fmt: skip
     p.add_argument("--scheduler-file", help="... or the scheduler in this file")
+    p.add_argument("--tls-ca-file", help="the scheduler's CA certificate (default: "
+                   "dask's distributed.comm.tls.ca-file)")  # fmt: skip
+    p.add_argument("--tls-cert", help="this grader's certificate (default: dask's "
+                   "distributed.comm.tls.client.cert)")  # fmt: skip
+    p.add_argument("--tls-key", help="its private key (default: dask's "
+                   "distributed.comm.tls.client.key)")  # fmt: skip
+    p.add_argument("--insecure-scheduler", action="store_true",
+                   help="grade on a plain tcp:// scheduler all the same (anyone "
+                   "who reaches it can run code on it and on its workers)")  # fmt: skip
     p.add_argument("--ship-files", action="store_true",
                    help="workers have no shared file system: send each submission "
                    "as bytes, receive the graded notebook as bytes")  # fmt: skip

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import services
+
 RECIPES = Path(__file__).resolve().parent.parent / "docs" / "recipes"
 
 
@@ -18,10 +20,18 @@ def _recipe(name: str):
     return module
 
 
-def test_slurm_job_script():
+def test_slurm_job_script(tmp_path):
     slurm = _recipe("slurm")
-    with slurm.make_cluster(queue="gpu-free", account="course") as cluster:
+    files = services.tls_files(tmp_path)
+    folder = files.ca.parent
+    for made, name in ((files.ca, "ca.pem"), (files.cert, "cert.pem"),
+                       (files.key, "key.pem")):  # fmt: skip
+        assert made == folder / name  # the names the recipe reads
+    with slurm.make_cluster(
+        queue="gpu-free", account="course", tls_folder=folder
+    ) as cluster:
         script = cluster.job_script()
+        address = cluster.scheduler_address
     assert "#SBATCH -p gpu-free" in script and "#SBATCH -A course" in script
     assert "#SBATCH --mem=" in script and "#SBATCH -t 02:00:00" in script
     worker = next(ln for ln in script.splitlines() if "dask_worker" in ln)
@@ -31,6 +41,11 @@ def test_slurm_job_script():
     assert argv[last["--nthreads"] + 1] == "1"  # the last of a repeated flag wins
     assert argv[last["--memory-limit"] + 1] == "0"
     assert "--nanny" in argv  # a worker that dies is started again
+    # Mutual TLS: the scheduler's address, and each worker's key and CA.
+    assert address.startswith("tls://"), address
+    assert argv[last["--protocol"] + 1] == "tls://"
+    assert argv[last["--tls-key"] + 1] == str(folder / "key.pem")
+    assert argv[last["--tls-ca-file"] + 1] == str(folder / "ca.pem")
     assert f"export PATH={Path(sys.executable).parent}:$PATH" in script
     check = subprocess.run(["bash", "-n"], input=script, text=True)
     assert check.returncode == 0

@@ -7,6 +7,13 @@ instructor server, say) that mounts the same volume:
 
     python docs/recipes/kubernetes.py --image registry.example/course:1 \\
         --volume course-folder --workers 32 --db postgresql+psycopg://grader@db/course
+
+The operator's scheduler speaks plain TCP (dask-kubernetes sets up no TLS), so
+``course grade`` is told ``--insecure-scheduler``: before using it where students'
+pods run in the same Kubernetes cluster (a JupyterHub on it), keep them from the
+grading pods with a NetworkPolicy that admits only the cluster's own pods and the
+instructor's (``dask.org/cluster-name: course-grading``); a scheduler reachable by
+a student runs the student's code as the grader.
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ def main() -> int:
     with KubeCluster(custom_cluster_spec=spec) as cluster:
         return course(
             ["grade", *args.assignments, "--root", MOUNT, "--db", args.db]
-            + ["--scheduler", cluster.scheduler_address]
+            + ["--scheduler", cluster.scheduler_address, "--insecure-scheduler"]
         )
 
 
