@@ -1,16 +1,19 @@
 """Real services for the tests and the bench, started and stopped by them.
 
 * :func:`postgres`: Debian's PostgreSQL server (``make setup`` installs it), run by
-  ``initdb`` and ``pg_ctl`` as the ``postgres`` user (they refuse root), on a free
-  loopback port, fsync off; yields a SQLAlchemy URL of a fresh database.
+  ``initdb`` and ``pg_ctl`` as the ``postgres`` user (they refuse root), on a Unix
+  socket in a folder only that user (and root) may enter, no TCP port, fsync off;
+  yields a SQLAlchemy URL of a fresh database.
 * :func:`dask_cluster`: a ``dask scheduler`` and a ``dask worker`` with its own
-  worker processes, started with their command-line programs on 127.0.0.1;
-  yields the scheduler file.
+  worker processes, started with their command-line programs on 127.0.0.1 over
+  mutual TLS (:func:`tls_files`); yields the scheduler file and the TLS files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime
 import os
 import shutil
 import socket
@@ -44,40 +47,136 @@ def _as_postgres(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
 @contextlib.contextmanager
 def postgres(database: str = "course"):
     """A PostgreSQL server of its own; yields ``postgresql+psycopg://...`` of a new,
-    empty database."""
+    empty database.
+
+    It listens on a Unix socket only, in a folder of the ``postgres`` user's (0700):
+    its logins are ``trust``, so no other account of the machine (a student on the
+    course hub) may reach it, as none may reach a loopback port's.
+    """
     import psycopg
 
     bindir, port = _pg_bin(), free_port()
-    home = Path(tempfile.mkdtemp(prefix="course-pg-"))  # /tmp: postgres can reach it
+    home = Path(tempfile.mkdtemp(prefix="course-pg-"))  # /tmp, 0700: postgres' own
     if os.geteuid() == 0:
         shutil.chown(home, "postgres")
     data = home / "data"
     _as_postgres([bindir / "initdb", "-D", data, "-A", "trust", "-U", "postgres"])
     options = (
-        f"-p {port} -k {home} -c listen_addresses=127.0.0.1 -c fsync=off "
+        f"-p {port} -k {home} -c listen_addresses='' -c fsync=off "
         "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
     )
     start = [bindir / "pg_ctl", "-D", data, "-o", options, "-l", home / "log", "-w"]
     _as_postgres([*start, "start"])
     try:
-        server = f"postgresql://postgres@127.0.0.1:{port}"
-        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        where = f"host={home}&port={port}"
+        with psycopg.connect(f"postgresql://postgres@/postgres?{where}",
+                             autocommit=True) as conn:  # fmt: skip
             conn.execute(f"CREATE DATABASE {database}")
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/{database}"
+        yield f"postgresql+psycopg://postgres@/{database}?{where}"
     finally:
         _as_postgres([bindir / "pg_ctl", "-D", data, "-m", "immediate", "stop"])
         shutil.rmtree(home, ignore_errors=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class TLSFiles:
+    """A CA certificate, and a certificate it signed with its key, in PEM files."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    def flags(self) -> list[str]:
+        """The options of ``dask scheduler``, ``dask worker`` and ``course grade``
+        that name these files."""
+        return [f"--tls-ca-file={self.ca}", f"--tls-cert={self.cert}",
+                f"--tls-key={self.key}"]  # fmt: skip
+
+    def security(self):
+        """A ``distributed.Security`` for a client holding these files."""
+        from distributed import Security
+
+        return Security(tls_ca_file=str(self.ca), tls_client_cert=str(self.cert),
+                        tls_client_key=str(self.key), require_encryption=True)  # fmt: skip
+
+
+def tls_files(folder: Path) -> TLSFiles:
+    """Make a CA and a certificate it signs (for every role of a dask cluster) in a
+    new folder under ``folder`` that only its owner may enter."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    home = Path(tempfile.mkdtemp(prefix="tls-", dir=folder))  # 0700
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    key = ec.generate_private_key(ec.SECP256R1())
+    ca = _certificate("course-test-ca", ca_key.public_key(), ca_key, ca=True)
+    cert = _certificate("course-test-dask", key.public_key(), ca_key, ca=False)
+    files = TLSFiles(ca=home / "ca.pem", cert=home / "cert.pem", key=home / "key.pem")
+    files.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files.key.touch(mode=0o600)
+    files.key.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return files
+
+
+def _certificate(name: str, public, ca_key, *, ca: bool):
+    """A certificate for ``public``, valid for two days, signed by ``ca_key`` (the
+    CA's own when ``ca``), with the extensions Python's strict checks ask for."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import NameOID
+
+    def named(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    now = datetime.datetime.now(datetime.UTC)
+    usage = x509.KeyUsage(
+        digital_signature=not ca,
+        content_commitment=False,
+        key_encipherment=not ca,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+    return (
+        x509.CertificateBuilder()
+        .subject_name(named(name))
+        .issuer_name(named("course-test-ca"))
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(usage, critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+
+
 @contextlib.contextmanager
 def dask_cluster(folder: Path, workers: int = 2):
     """``dask scheduler`` and ``dask worker --nworkers N --nthreads 1`` on
-    127.0.0.1; yields the scheduler file once all N workers are up."""
+    127.0.0.1, over mutual TLS with files made for them (:func:`tls_files`);
+    yields the scheduler file and those files once all N workers are up."""
     from distributed import Client
 
     file = folder / "scheduler.json"
+    tls = tls_files(folder)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    common = ["--no-dashboard"]
+    common = ["--no-dashboard", "--protocol", "tls", *tls.flags()]
     scheduler = subprocess.Popen(
         [BIN / "dask", "scheduler", "--host", "127.0.0.1", "--port", "0"]
         + ["--scheduler-file", file, *common],
@@ -99,9 +198,10 @@ def dask_cluster(folder: Path, workers: int = 2):
         deadline = time.monotonic() + 60
         while not file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
-        with Client(scheduler_file=str(file), timeout=30) as client:
+        security = tls.security()
+        with Client(scheduler_file=str(file), security=security, timeout=30) as client:
             client.wait_for_workers(workers, timeout=120)
-        yield file
+        yield file, tls
     finally:
         _stop(worker, scheduler)
 
@@ -236,3 +336,42 @@ def reachable_by_all(*paths: Path):
     finally:
         for folder, mode in changed.items():
             folder.chmod(mode)
+
+
+RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
+
+
+def run_as(user: str, *cmd: str, env: dict[str, str], cwd: Path, check: bool = True,
+           timeout: float = 600) -> subprocess.CompletedProcess:  # fmt: skip
+    """Run ``cmd`` as the Unix account ``user`` in ``cwd``, with only ``env``
+    (what a student or the instructor runs on the machine)."""
+    proc = subprocess.run(
+        [RUNUSER, "-u", user, "--", "env", "-i"]
+        + [f"{k}={v}" for k, v in env.items()]
+        + list(cmd),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} as {user}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def inbound_entry(user: str, inbound: Path, *, named: str, assignment: str,
+                  when, notebook: Path, extra: str = "") -> Path:  # fmt: skip
+    """An entry of nbgrader's inbound folder as ``nbgrader submit`` lays it out,
+    written by ``user`` (as any account can) in the name of ``named``, claiming the
+    time ``when`` (in its name and ``timestamp.txt``), holding a copy of
+    ``notebook`` (a file ``user`` can read); ``extra``: more shell lines run in it
+    as ``user``."""
+    claimed = when.strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+    entry = inbound / f"{named}+{assignment}+{claimed}+{user[-3:]}"
+    script = f"""umask 022; mkdir '{entry}'; cd '{entry}'
+        cp '{notebook}' '{assignment}.ipynb'
+        printf '%s' '{claimed}' > timestamp.txt
+        printf 'secret-{user}' > submission_secret.txt
+        {extra}"""
+    subprocess.run([RUNUSER, "-u", user, "--", "sh", "-euc", script], check=True)
+    return entry

@@ -1,7 +1,8 @@
 """``course grade`` on dask: a real ``dask scheduler`` and ``dask worker`` started
 with their CLIs, the gradebook on a real PostgreSQL server, one worker SIGKILLed
 mid-task, and a submission whose worker dies twice; the scores must equal stock
-serial ``nbgrader autograde`` into SQLite, cell by cell.
+serial ``nbgrader autograde`` into SQLite, cell by cell. The gradebook's URL holds
+a password, given in the environment: no process's command line ever shows it.
 """
 
 import json
@@ -11,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -21,10 +23,12 @@ from services import dask_cluster, postgres
 
 from course import grading
 from course.grading import cells, contain, procs, results
+from course.grading.nbgrader_app import URL_ENV
 
 pytestmark = pytest.mark.xdist_group("grading_engine")
 
 A = "01_config"
+PASSWORD = f"pw-{uuid.uuid4().hex}"  # PostgreSQL's trust login ignores it
 TOKEN = f"course-engine-{uuid.uuid4().hex[:8]}"  # this run's processes only
 # Starts a process that would outlive its notebook, then stays busy long enough for
 # the test to kill the worker that runs it.
@@ -58,6 +62,20 @@ def _class(root: Path) -> None:
     _submit(root, "wrong", fill(release, {**ref, **WRONG}))
     slow = {**ref, "describe_config": SLOW + ref["describe_config"]}
     _submit(root, "slow", fill(release, slow))
+
+
+class CommandLines(threading.Thread):
+    """Reads every process's command line, ten times a second, until stopped;
+    ``seen`` holds those that showed ``secret``."""
+
+    def __init__(self, secret: str):
+        super().__init__(daemon=True)
+        self.secret, self.seen, self.done = secret, set(), threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.1):
+            for pid in _token_pids(self.secret):
+                self.seen.add(_cmdline(pid))
 
 
 def _token_pids(token: str = TOKEN) -> list[int]:
@@ -112,11 +130,23 @@ def graded(tmp_path_factory):
     release = json.loads(grading.notebook_path(root, "release", A).read_text())
     doomed = {**ref, "describe_config": DOOMED + ref["describe_config"]}
     _submit(root, "doomed", fill(release, doomed))
-    with postgres() as url, dask_cluster(tmp_path_factory.mktemp("dask")) as file:
+    with (
+        postgres() as url,
+        dask_cluster(tmp_path_factory.mktemp("dask")) as (file, tls),
+    ):
+        url = url.replace("postgres@", f"postgres:{PASSWORD}@")
+        watch = CommandLines(PASSWORD)
+        watch.start()
+        control = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)",
+                                    PASSWORD])  # fmt: skip
         cmd = [sys.executable, "-m", "course", "grade", A, f"--root={root}"]
-        cmd += [f"--db={url}", f"--scheduler-file={file}", "--fixed-seeds"]
+        cmd += [f"--scheduler-file={file}", *tls.flags(), "--fixed-seeds"]
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, URL_ENV: url},
         )
         deadline = time.monotonic() + 300
         killed = _kill_workers(TOKEN, 1, deadline)[0]
@@ -127,7 +157,11 @@ def graded(tmp_path_factory):
             time.sleep(0.2)
         _kill_workers(DOOMED_TOKEN, 2, deadline)
         out, err = proc.communicate(timeout=900)
+        control.wait()
+        watch.done.set()
+        watch.join()
         yield {
+            "password_seen_in": watch.seen,
             "root": root,
             "serial": serial,
             "url": url,
@@ -138,7 +172,7 @@ def graded(tmp_path_factory):
             "rows": _rows(url),
             "left": _token_pids() + _token_pids(DOOMED_TOKEN),
             "boxes": _boxes_left(root),
-            "story": _story(file),
+            "story": _story(file, tls.security()),
         }
 
 
@@ -190,7 +224,7 @@ def _parent(pid: int) -> str:
     return _status(pid).get("PPid", "?")
 
 
-def _story(file: Path) -> str:
+def _story(file: Path, security) -> str:
     """What the scheduler did with the tasks, and each live worker's pid: shown
     when a box is left, to tell a re-run task from a dead worker's leftover."""
     from distributed import Client
@@ -200,7 +234,7 @@ def _story(file: Path) -> str:
         events = [e for _, e in dask_scheduler.get_events("all")]
         return [f"{t[0]} {t[1]}->{t[2]} {t[4]}" for t in log] + list(map(str, events))
 
-    with Client(scheduler_file=str(file), timeout=30) as client:
+    with Client(scheduler_file=str(file), security=security, timeout=30) as client:
         pids = client.run(os.getpid)
         lines = client.run_on_scheduler(transitions)
     return "\n".join([f"workers: {pids}", *lines])
@@ -234,6 +268,13 @@ def test_same_scores_as_serial_nbgrader(graded):
     assert sum(s for s, _ in good.values() if s) > sum(
         s for s, _ in postgres_scores["wrong"].values() if s
     )
+
+
+def test_no_command_line_shows_the_gradebook_password(graded):
+    """Only the control process, started with the password as an argument, shows
+    it (so the watch works): nbgrader's processes got the URL in private."""
+    seen = graded["password_seen_in"]
+    assert len(seen) == 1 and "import time" in next(iter(seen)), seen
 
 
 def test_killed_worker_regrades_once(graded):

@@ -29,11 +29,12 @@ from pathlib import Path
 
 from distributed import get_worker
 
-from . import contain, flags
+from . import contain, flags, nbgrader_app
 from . import warm as warm_kernels
 from .cells import folder, notebook_path
 from .cluster import PLUGIN
 from .environment import tool_env
+from .nbgrader_app import private_url
 from .settings import Settings
 
 
@@ -137,7 +138,6 @@ def _arguments(job: Job, root: Path, env: dict) -> list[str]:
         f"--student={job.student}",
         "--force",
         f"--CourseDirectory.root={root}",
-        f"--CourseDirectory.db_url={job.db_url}",
         *job.settings.argv(),
     ]
     if warm_kernels.SOCKET_ENV in env:
@@ -149,7 +149,7 @@ def _run_nbgrader(job: Job, root: Path, env: dict) -> tuple[str, int, bool]:
     """nbgrader in a task box, forked warm where it can be; the box closed after
     it, however it ended: its log, exit code, and whether it finished in time."""
     box = contain.open_task_box(job.run)
-    env = {**env, **box}
+    env = {**env, **box, **private_url(job.db_url)}  # no password on a command line
     argv = _arguments(job, root, env)
     seconds = job.settings.notebook_timeout + 60  # nbgrader's own slack
     pid = None
@@ -171,7 +171,7 @@ def _run_cold(
         contain.join_task_box(env)
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nbgrader", *argv],
+        [sys.executable, "-m", nbgrader_app.__name__, *argv],
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,

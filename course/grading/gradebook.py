@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .environment import tool_env
 from .lean import import_jsonschema_lean
+from .nbgrader_app import URL_ENV
 from .runs import has_source, nbgrader
 
 
@@ -26,12 +27,14 @@ class NotReleased(Exception):
 
 
 def url(root: Path, db: str | None = None) -> str:
-    """The gradebook's SQLAlchemy URL: ``db``, or SQLite in ``root``.
+    """The gradebook's SQLAlchemy URL: ``db``, or the one in the environment
+    (:data:`~course.grading.nbgrader_app.URL_ENV`: where a password may be, as it
+    may not be on a command line), or SQLite in ``root``.
 
     SQLite gets a long lock timeout: several nbgrader processes write to it.
     """
-    if db:
-        return db
+    if db or os.environ.get(URL_ENV):
+        return db or os.environ[URL_ENV]
     return f"sqlite:///{root / 'gradebook.db'}?timeout=300"
 
 
@@ -96,10 +99,10 @@ def register(*, root: Path, db_url: str, assignment: str) -> None:
             "generate_assignment",
             assignment,
             "--force",
-            f"--CourseDirectory.db_url={db_url}",
             f"--CourseDirectory.release_directory={scratch}",
             root=root,
             check=False,
+            db_url=db_url,
         )
     if proc.returncode != 0:
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:]

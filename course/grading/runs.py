@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 
 from .. import i18n
+from . import nbgrader_app
 from .cells import folder
 from .environment import tool_env
+from .nbgrader_app import private_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,10 +42,14 @@ def make_course(dest: Path, root: Path = ROOT, lang: str = "en") -> Path:
     return dest
 
 
-def nbgrader(*args: str, root: Path, check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``nbgrader ARGS`` with ``root`` as the course folder and cwd."""
-    cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}"]
-    env = {**tool_env(), "PYTHONWARNINGS": "ignore"}
+def nbgrader(
+    *args: str, root: Path, check: bool = True, db_url: str | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``nbgrader ARGS`` with ``root`` as the course folder and cwd, on the
+    gradebook ``db_url`` if given (told in private: :mod:`.nbgrader_app`)."""
+    cmd = [sys.executable, "-m", nbgrader_app.__name__, *args]
+    cmd.append(f"--CourseDirectory.root={root}")
+    env = {**tool_env(), "PYTHONWARNINGS": "ignore", **private_url(db_url)}
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")

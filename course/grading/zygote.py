@@ -29,7 +29,7 @@ import socket
 import sys
 import threading
 
-from . import contain, sandbox
+from . import contain, nbgrader_app, sandbox
 from .lean import import_jsonschema_lean
 
 HEADER = 64  # bytes of a request's header, padded with spaces
@@ -135,7 +135,7 @@ def _become_nbgrader(conn: socket.socket, request: dict, fds: list[int]) -> None
 
     code = 0
     try:
-        NbGraderApp.launch_instance(argv=list(request["argv"]))
+        NbGraderApp.launch_instance(argv=nbgrader_app.arguments(request["argv"]))
     except SystemExit as exit:
         code = exit.code if isinstance(exit.code, int) else 1
     sys.stdout.flush()
