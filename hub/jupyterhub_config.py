@@ -65,10 +65,16 @@ c.ConfigurableHTTPProxy.command = [
 STATE.mkdir(parents=True, exist_ok=True)
 # Every account runs the course's Python from this project: what is the instructor's
 # alone (solutions, hidden tests, the tests' answers, the class's work, the hints'
-# texts, this state) is made private from students as the hub starts.
+# texts, this state) is made private from students as the hub starts; the folders
+# of the class's work are made first, so that what is written into them later is
+# private too.
+private.make_work_folders(project=HERE.parent, course_root=COURSE_ROOT)
 _secrets = private.secrets(project=HERE.parent, course_root=COURSE_ROOT, state=STATE)
 for _path in private.seal(_secrets):
     print(f"course hub: {_path} made private from students", file=sys.stderr)
+for _account in sorted(INSTRUCTORS | STUDENTS):  # and as each server starts
+    if private.keep_home_private(_account):
+        print(f"course hub: {_account}'s home made private", file=sys.stderr)
 c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.pid_file = str(STATE / "proxy.pid")
@@ -80,8 +86,11 @@ if STUDENTS:
 else:
     c.Authenticator.allow_all = True
 
-# Every single-user server runs in the course's environment, as its user.
+# Every single-user server runs in the course's environment, as its user, and
+# whatever it (or a kernel, a terminal, nbgrader) makes is its user's alone: no
+# student reads a classmate's answers, no one the instructor's collected work.
 c.Spawner.cmd = [str(BIN / "jupyterhub-singleuser")]
+c.LocalProcessSpawner.popen_kwargs = {"umask": 0o077}
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 120  # a loaded two-core machine starts a server slowly
 c.Spawner.http_timeout = 120
@@ -122,8 +131,10 @@ c.Spawner.server_token_scopes = [
 
 
 def course_roles(spawner) -> None:
-    """Instructor or student: their Jupyter configuration, folder and exchange."""
+    """Instructor or student: their Jupyter configuration, folder and exchange;
+    their home private to them (``useradd`` on Debian makes it 0755)."""
     role = "instructor" if spawner.user.name in INSTRUCTORS else "student"
+    private.keep_home_private(spawner.user.name)
     spawner.environment.update(
         {
             "JUPYTER_CONFIG_PATH": str(HERE / role),

@@ -35,6 +35,15 @@ ALLOWED = (
 )
 
 
+def hub_login(page, url: str, user: str, password: str) -> None:
+    """Log ``user`` in to the JupyterHub at ``url`` and wait for JupyterLab."""
+    page.goto(f"{url}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", password)
+    page.click("#login_submit")
+    page.wait_for_selector(".jp-LabShell", timeout=180000)
+
+
 @contextlib.contextmanager
 def browser():
     """Yield ``(context, blocked)``: a fresh browser context and its blocked URLs."""

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 import services
-from browser import browser, run_cell
+from browser import browser, hub_login, run_cell
 from harness import fill, reference_answers
 
 from course import grading, hintbook
@@ -63,7 +63,6 @@ PASSWORD = "attention-by-hand"
 HERE = Path(__file__).resolve().parents[1]
 SHOTS = HERE / "reports" / "classroom"
 BIN = Path(sys.executable).parent
-RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="makes Unix accounts (root)"),
     pytest.mark.xdist_group("classroom"),
@@ -114,16 +113,7 @@ class Classroom:
             "JUPYTER_CONFIG_PATH": str(HERE / "hub" / role),
             "COURSE_ROOT": str(self.course),
         }
-        proc = subprocess.run(
-            [RUNUSER, "-u", user, "--", "env", "-i"]
-            + [f"{k}={v}" for k, v in env.items()]
-            + list(cmd),
-            cwd=cwd or self.homes[user],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert proc.returncode == 0, f"{cmd} as {user}:\n{proc.stdout}\n{proc.stderr}"
+        proc = services.run_as(user, *cmd, env=env, cwd=cwd or self.homes[user])
         return proc.stdout + proc.stderr
 
     def teacher(self, *cmd: str, env: dict | None = None) -> str:
@@ -173,11 +163,7 @@ def classroom():
 
 
 def _login(page, url: str, user: str) -> None:
-    page.goto(f"{url}/hub/login")
-    page.fill("#username_input", user)
-    page.fill("#password_input", PASSWORD)
-    page.click("#login_submit")
-    page.wait_for_selector(".jp-LabShell", timeout=180000)
+    hub_login(page, url, user, PASSWORD)
 
 
 def _assignment_list(page):

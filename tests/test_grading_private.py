@@ -56,3 +56,42 @@ def test_the_instructor_s_parts_are_sealed_the_student_s_left(project):
     elsewhere.mkdir(parents=True)
     found = private.secrets(project=project, course_root=elsewhere, state=project)
     assert elsewhere in found
+
+
+def test_the_class_s_work_is_private_before_it_is_written(project):
+    """The folders of the class's work are made private as the hub starts, so a
+    feedback page or a collected notebook written later is too."""
+    control = project / "reports"  # as nbgrader makes it, at a umask of 022
+    control.mkdir(mode=0o755)
+    (control / "report.html").write_text("grades")
+    assert _nobody_reads(control / "report.html")
+    shutil.rmtree(control)
+    made = private.make_work_folders(project=project, course_root=project)
+    assert sorted(p.name for p in made) == sorted(private.WORK)
+    report = project / "reports" / "report.html"
+    report.write_text("grades")
+    report.chmod(0o644)
+    assert not _nobody_reads(report)
+    assert private.make_work_folders(project=project, course_root=project) == []
+    # Owned as their course folder is: the instructor's, not the hub's (root).
+    other = project / "elsewhere"
+    other.mkdir()
+    os.chown(other, 1, 1)
+    made = private.make_work_folders(project=project, course_root=other)
+    assert {p.parent for p in made} == {other}
+    assert {p.stat().st_uid for p in made} == {1}
+
+
+def test_a_home_folder_is_its_account_s_alone(project):
+    """``useradd`` on Debian leaves a home folder 0755: a classmate reads it."""
+    with services.unix_accounts(["prv-ana"], project, "x") as homes:
+        answer = homes["prv-ana"] / "answer.txt"
+        answer.write_text("mine")
+        answer.chmod(0o644)
+        homes["prv-ana"].chmod(0o755)
+        assert _nobody_reads(answer)  # the control: open as useradd made it
+        assert private.keep_home_private("prv-ana")
+        assert not _nobody_reads(answer)
+        assert services.can_read("prv-ana", answer)
+        assert not private.keep_home_private("prv-ana")  # already private
+    assert not private.keep_home_private("prv-no-such-account")

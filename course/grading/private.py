@@ -7,7 +7,10 @@ the tests' own correct and wrong answers, ``tests/``), the history that holds th
 (``.git``), the class's work and grades, and the hints' texts, which on the hub
 come only from its hint service (:mod:`course.grading.hintservice`), whose
 record is what a hint costs. :func:`seal`, called by the hub as it starts (as
-root), takes every permission of "others" from each of them.
+root), takes every permission of "others" from each of them. The class's work is
+made after that (collected submissions, autograded notebooks, feedback, reports):
+:func:`make_work_folders` makes their folders first, so that they are sealed
+before anything is written into them.
 
 Only the mode bits are read: an access control list or a shared group that gives
 students more is the administrator's to remove.
@@ -21,17 +24,37 @@ from pathlib import Path
 
 from .. import hintbook, i18n
 
+#: The folders nbgrader and ``course`` write the class's work into.
+WORK = ("submitted", "autograded", "feedback", "reports")
 #: The instructor's parts of a course folder (and of each edition's).
-INSTRUCTOR = (
-    "source",
-    "submitted",
-    "autograded",
-    "feedback",
-    "reports",
-    "gradebook.db",
-)
+INSTRUCTOR = ("source", *WORK, "gradebook.db")
 #: The project's own: the tests' answers, the bench's, and the history.
 PROJECT = (".git", "tests", "bench")
+
+
+def course_roots(*, project: Path, course_root: Path) -> list[Path]:
+    """The course folders of a hub: the project's, its Chinese edition's and the
+    one the instructor grades in (one folder, where they are the same)."""
+    project = Path(project)
+    return sorted({project, project / "zh", Path(course_root)})
+
+
+def make_work_folders(*, project: Path, course_root: Path) -> list[Path]:
+    """Make the folders of the class's work that are missing in each course folder
+    (:data:`WORK`), owned as their course folder is and private from the start;
+    return those made."""
+    made = []
+    for root in course_roots(project=project, course_root=course_root):
+        if not root.is_dir():
+            continue
+        owner = root.stat()
+        for name in WORK:
+            folder = root / name
+            if not folder.exists():
+                folder.mkdir(mode=0o700)
+                os.chown(folder, owner.st_uid, owner.st_gid)
+                made.append(folder)
+    return made
 
 
 def secrets(*, project: Path, course_root: Path, state: Path) -> list[Path]:
@@ -40,8 +63,8 @@ def secrets(*, project: Path, course_root: Path, state: Path) -> list[Path]:
     project's: a gradebook made later is private too), the hub's state, the
     hints' texts. Those that exist."""
     project, course_root = Path(project), Path(course_root)
-    roots = {project, project / "zh", course_root}
-    paths = [root / name for root in sorted(roots) for name in INSTRUCTOR]
+    roots = course_roots(project=project, course_root=course_root)
+    paths = [root / name for root in roots for name in INSTRUCTOR]
     if course_root not in (project, project / "zh"):  # a folder of the instructor's:
         paths.append(course_root)  # all of it, what it will hold too
     paths += [Path(project) / name for name in PROJECT]
@@ -72,3 +95,20 @@ def seal(paths: list[Path]) -> list[Path]:
             os.chmod(path, mode & ~stat.S_IRWXO)
             changed.append(path)
     return changed
+
+
+def keep_home_private(account: str) -> bool:
+    """Take every permission of others from the home folder of Unix ``account``
+    (group and others, as ``useradd``'s ``HOME_MODE 0700`` would); return whether
+    it changed. An account without a home folder is left as it is."""
+    import pwd
+
+    try:
+        home = Path(pwd.getpwnam(account).pw_dir)
+        mode = stat.S_IMODE(home.stat().st_mode)
+    except (KeyError, FileNotFoundError):
+        return False
+    if not mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return False
+    os.chmod(home, mode & stat.S_IRWXU)
+    return True
