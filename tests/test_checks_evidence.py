@@ -140,7 +140,17 @@ ABSURD = {  # built when a test asks: some are large
     "a huge string": lambda: "x" * (evidence.MAX_ELEMENTS + 1),
     "a million hidden units": lambda: _bert(hidden_size=1_000_000),
     "a thousand layers": lambda: _bert(num_hidden_layers=1000),
+    # Sizes under another model's names: 1.6 GB for the judge, once.
+    "a BART whose feed-forward is 131,072 wide": lambda: _bart(
+        d_model=1024, encoder_ffn_dim=1 << 17, decoder_ffn_dim=1 << 17
+    ),
 }
+
+
+def _bart(**sizes) -> dict:
+    from transformers import BartConfig
+
+    return {"__hf": ["BartModel", {**BartConfig().to_dict(), **sizes}, {}]}
 
 
 @pytest.mark.parametrize("what", sorted(ABSURD))

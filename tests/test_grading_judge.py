@@ -60,3 +60,44 @@ def test_what_a_student_call_does_to_the_oracle_model_ends_with_the_check(
     assert value.weight.data_ptr() == kept.data_ptr()
     assert torch.equal(value.weight, kept)
     assert oracle.config.num_attention_heads == heads
+
+
+def test_an_answer_is_judged_against_what_the_check_had_before_calling_it(
+    monkeypatch,
+):
+    """A head_params that zeroes the Linear it is handed, in place, and returns
+    the zeros (the attack: full marks, the check compared with the zeroed module).
+    The check's truth is taken before the call: it fails, in the kernel and in
+    the grader's replay alike."""
+    import pytest
+
+    from course.checks import CheckFailed, heads
+
+    def head_params(linear, head, d):
+        with torch.no_grad():
+            linear.weight.zero_()
+            linear.bias.zero_()
+        return linear.weight[head * d : (head + 1) * d], linear.bias[:d]
+
+    query = models.oracle_model().encoder.layer[0].attention.self.query
+    kept = query.weight.detach().clone(), query.bias.detach().clone()
+    try:
+        with pytest.raises(CheckFailed, match="W_h"):
+            records = []
+            monkeypatch.setattr(
+                evidence,
+                "_publish",
+                lambda r: records.append(json.loads(json.dumps(r))),
+            )
+            monkeypatch.setenv(evidence.ENV, "1")
+            heads.head_params_weight(head_params)
+    finally:  # a new process: the grader's own module, as it was
+        monkeypatch.delenv(evidence.ENV)
+        with torch.no_grad():
+            query.weight.copy_(kept[0])
+            query.bias.copy_(kept[1])
+    assert records and records[0]["effects"]  # the kernel saw the change
+    cell = _test_cell("check.head_params_weight(head_params)", records)
+    outputs, line = judge.verdict(cell, {"check": heads})
+    assert line != "ok" and "W_h" in line, line
+    assert torch.equal(query.weight, kept[0])  # and the module is the grader's again

@@ -210,7 +210,7 @@ def _hf_model(name: str, config: dict, state: dict) -> nn.Module:
     if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
         raise ValueError(f"{name} is not a transformers model")
     config_cls = cls.config_class
-    model = cls(_bounded(config_cls.from_dict(plain_config(config)))).eval()
+    model = cls(_bounded(cls, config_cls.from_dict(plain_config(config)))).eval()
     for key, spec in state.items():  # shapes may differ from what the config says
         owner_path, _, attr = key.rpartition(".")
         owner = model.get_submodule(owner_path)
@@ -234,18 +234,20 @@ def plain_config(config) -> dict:
     return config
 
 
-def _bounded(config):
-    """``config``, if the model it describes is one a course answer could build."""
-    hidden = getattr(config, "hidden_size", 0) or 0
-    layers = getattr(config, "num_hidden_layers", 0) or 0
-    inner = getattr(config, "intermediate_size", 4 * hidden) or 0
-    rows = sum(
-        getattr(config, k, 0) or 0
-        for k in ("vocab_size", "max_position_embeddings", "type_vocab_size")
-    )
-    size = rows * hidden + layers * (4 * hidden * hidden + 2 * hidden * inner)
-    if layers > MAX_LAYERS or size > MAX_PARAMETERS:
-        raise ValueError(f"a model of {layers} layers and about {size} parameters")
+def _bounded(cls, config):
+    """``config``, if the model ``cls`` builds from it is one a course answer
+    could build: at most :data:`MAX_LAYERS` in any stack of layers, and at most
+    :data:`MAX_PARAMETERS` numbers in its weights and buffers, counted on
+    torch's meta device (nothing allocated), whatever the model names its sizes
+    (a BART's ``encoder_ffn_dim`` and decoder layers count as BERT's do)."""
+    for key, value in config.to_dict().items():
+        if "layers" in key and isinstance(value, int) and value > MAX_LAYERS:
+            raise ValueError(f"a model with {key} = {value}")
+    with torch.device("meta"):
+        model = cls(config)
+    size = sum(t.numel() for t in [*model.parameters(), *model.buffers()])
+    if size > MAX_PARAMETERS:
+        raise ValueError(f"a model of {size} numbers")
     return config
 
 

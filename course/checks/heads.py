@@ -64,9 +64,10 @@ def _get_head(fn, linear, head, d):
 
 
 def _expect_weight(fn, linear, head, d) -> None:
-    W_h, _ = _get_head(fn, linear, head, d)
+    # The truth first: the student's call may change the module it is handed.
     want, _ = _head_truth(linear, head, d)
-    W = linear.weight.detach()
+    W = linear.weight.detach().clone()
+    W_h, _ = _get_head(fn, linear, head, d)
     if isinstance(W_h, torch.Tensor) and tuple(W_h.shape) == (linear.in_features, d):
         fail(
             "W_h has shape {shape} = (D, d): {why}", shape=tuple(W_h.shape), why=COLUMNS
@@ -85,13 +86,13 @@ def _expect_weight(fn, linear, head, d) -> None:
 
 
 def _expect_bias(fn, linear, head, d) -> None:
+    _, want = _head_truth(linear, head, d)  # before the call, as above
     _, b_h = _get_head(fn, linear, head, d)
     if b_h is None:
         fail(
             "b_h is None: the bias of the head's outputs is part of the "
             "head (b[h*d:(h+1)*d])."
         )
-    _, want = _head_truth(linear, head, d)
     expect_shape(b_h, want.shape, "b_h", say("One head's bias is (d,)."))
     expect_close(
         b_h,
