@@ -14,6 +14,12 @@ c.CourseDirectory.ignore = [
     "*.py",
     "hints.toml",
 ]
+# The exchange (course/grading/exchange.py): collect takes a submission as data
+# (one a student did not send is refused, its time is the exchange's, not the
+# student's timestamp.txt, and no link in it is followed); feedback is released
+# readable by its student whatever the instructor's umask.
+c.ExchangeFactory.collect = "course.grading.exchange.OwnedCollect"
+c.ExchangeFactory.release_feedback = "course.grading.exchange.ReadableFeedback"
 
 # A cell may load a model, train a tiny model twice or run several randomized checks,
 # on a machine grading two notebooks at once: allow five minutes.
@@ -95,4 +101,12 @@ c.HTMLExporter.preprocessors = [
     "course.grading.feedback.ScrubHiddenTests",
     "course.grading.feedback.RedactTestCells",
     "course.grading.feedback.ExplainHintCharges",
+    "course.grading.inert.InertOutputs",
 ]
+# A student's notebook is inert in formgrader (opened with the instructor's Jupyter
+# session) and in feedback, both made by this exporter (course/grading/inert.py):
+# nbconvert cleans text/html and text/markdown outputs and leaves JavaScript and
+# widgets out; the course cleans the markdown cells, which nbgrader's templates do
+# not, and what nbconvert leaves (outputs of other types, an image's size).
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {"markdown2html": "course.grading.inert.InertMarkdown"}

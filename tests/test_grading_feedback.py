@@ -31,7 +31,8 @@ def test_feedback_template_speaks_the_language(monkeypatch, tmp_path):
     monkeypatch.setenv("COURSE_LANG", "zh")
     folder = feedback.feedback_template(tmp_path)
     text = (folder / "index.html.j2").read_text()
-    assert folder.name == "feedback_zh" and (folder / "conf.json").exists()
+    assert folder.parent.name == "zh" and folder.name == "feedback"
+    assert (folder / "conf.json").exists()
     for snippet, label in feedback.LABELS:
         assert snippet not in text, snippet
         assert snippet.replace(label, say(label)) in text

@@ -239,6 +239,9 @@ NOT_STUDENT_FACING = {
     "feedback.py": "nbgrader's template labels, matched to be translated",
     "gradebook.py": "instructor commands' errors",
     "hintcharge.py": "the grade command's report to the instructor",
+    "exchange.py": "nbgrader collect's log, for the instructor",
+    "inert.py": "HTML tags, attributes and MIME types",
+    "nbgrader_app.py": "nbgrader's command line",
     "hintservice.py": "SQL and routes; its sentences are tell's (hints.po), each "
     "one translated (test_hints)",
     "judge.py": "trait help and patterns",
@@ -473,16 +476,17 @@ def test_feedback_labels_follow_the_edition_unless_no_cache_is_writable(
     zh, en = Config(), Config()
     settings.configure(zh, "zh")
     settings.configure(en, "en")
-    assert zh.HTMLExporter.template_name == "feedback_zh"
-    assert (tmp_path / "cache" / "attention-by-hand" / "feedback_zh").is_dir()
-    assert "template_name" not in en.HTMLExporter
+    ours = tmp_path / "cache" / "attention-by-hand" / "zh"
+    assert zh.HTMLExporter.extra_template_basedirs[0] == str(ours)
+    assert (ours / "feedback" / "index.html.j2").is_file()
+    assert "extra_template_basedirs" not in en.HTMLExporter
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # no folder can be made in it
     stuck = Config()
     settings.configure(stuck, "zh")
     assert stuck.CourseDirectory.course_id == settings.COURSE_IDS["zh"]
-    assert "template_name" not in stuck.HTMLExporter
+    assert "extra_template_basedirs" not in stuck.HTMLExporter
 
 
 def test_the_chinese_edition_is_an_nbgrader_course_of_its_own(monkeypatch):

@@ -18,9 +18,9 @@ import pytest
 from harness import autograde, submissions
 from nbconvert import HTMLExporter
 from nbgrader.server_extensions.formgrader import handlers
-from traitlets.config.loader import PyFileConfigLoader
 
 from course import grading, i18n
+from course.grading import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "=== BEGIN MARK SCHEME ===", "=== END MARK SCHEME ==="
@@ -126,7 +126,7 @@ def test_the_grader_sees_the_rubric_and_the_feedback_does_not(lang, tmp_path):
     # formgrader shows the autograded notebook through an HTMLExporter built with
     # the course's config (nbgrader's FormgradeExtension: HTMLExporter(config=...))
     graded = grading.notebook_path(root, "autograded", assignment, student="reference")
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    config = settings.load(root)  # the edition's config, this process's language kept
     config.HTMLExporter.template_name = "formgrade"  # FormgradeExtension's own
     config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
     resources = {  # what formgrader's SubmissionHandler passes

@@ -161,7 +161,13 @@ def nbgrader_feedback_template() -> Path:
 
 def feedback_template(folder: Path) -> Path:
     """Write nbgrader's feedback template, its labels in the language now spoken
-    (``COURSE_LANG``), to ``folder/feedback_<lang>/`` and return that folder.
+    (``COURSE_LANG``), to ``folder/<lang>/feedback/`` and return that folder.
+
+    It keeps nbgrader's name, ``feedback``, in a folder of templates of its own:
+    first among the exporter's template folders, it stands in for nbgrader's
+    when feedback is made, and formgrader, which renders submissions with the
+    same exporter under another template name (``formgrade``), still finds its
+    own.
 
     Raises
     ------
@@ -174,7 +180,7 @@ def feedback_template(folder: Path) -> Path:
         if snippet not in text:
             raise ValueError(f"nbgrader's feedback template has no {snippet!r}")
         text = text.replace(snippet, snippet.replace(label, say(label)))
-    out = Path(folder) / f"feedback_{language()}"
+    out = Path(folder) / language() / "feedback"
     out.mkdir(parents=True, exist_ok=True)
     for name, content in (
         ("index.html.j2", text),

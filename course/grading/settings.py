@@ -39,7 +39,7 @@ def configure(c, lang: str) -> None:
     os.environ["COURSE_LANG"] = lang
     if lang == "en":
         return
-    from .feedback import feedback_template
+    from .feedback import feedback_template, nbgrader_feedback_template
 
     try:  # no home or no writable cache, or an nbgrader whose template moved a
         # label: nbgrader's English labels, never a failed command
@@ -47,8 +47,12 @@ def configure(c, lang: str) -> None:
         folder = feedback_template(cache / "attention-by-hand")
     except (OSError, RuntimeError, ValueError):
         return
-    c.HTMLExporter.template_name = folder.name
-    c.HTMLExporter.extra_template_basedirs = [str(folder.parent)]
+    # Its name is nbgrader's, "feedback", found first; formgrader's "formgrade"
+    # (the template of its submission view) in nbgrader's own folder.
+    c.HTMLExporter.extra_template_basedirs = [
+        str(folder.parent),
+        str(nbgrader_feedback_template()),
+    ]
 
 
 def load(root: Path) -> Config:
