@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -125,3 +126,26 @@ def test_control_nbgrader_s_own_collect_is_fooled(inbound_class):
     assert (mal / "answers.txt").is_file()  # the link followed: her copy of it
     claimed = datetime.strptime((mal / "timestamp.txt").read_text(), TIME_FORMAT)
     assert claimed.replace(tzinfo=UTC) < due  # her backdated time believed
+
+
+def test_a_broken_entry_is_refused_and_the_class_collected(inbound_class):
+    """Entries that stopped nbgrader's collect for everyone (an attacker's review):
+    a name that is no submission's, a ``timestamp.txt`` that is a folder, folders
+    nested 40 deep, a sparse file larger than nbgrader allows."""
+    course, exchange, _ = inbound_class
+    inbound = exchange / COURSE_ID / "inbound"
+    later = datetime.now(UTC) + timedelta(hours=3)
+    services.inbound_entry(
+        MAL, inbound, named=MAL, when=later, assignment=A01,
+        notebook=next(inbound.parents[2].glob("*.ipynb")),
+        extra="rm timestamp.txt; mkdir timestamp.txt; "
+              "mkdir -p $(printf 'd/%.0s' $(seq 40)); truncate -s 200M big.bin",
+    )  # fmt: skip
+    subprocess.run([services.RUNUSER, "-u", MAL, "--", "mkdir",
+                    str(inbound / f"{MAL}+{A01}+garbage")], check=True)  # fmt: skip
+    proc = _collect(course, exchange)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said
+    assert f'"who": "{ANA}"' in (_collected(course, ANA) / f"{A01}.ipynb").read_text()
+    assert f"Refused {MAL}+{A01}+garbage" in said, said
+    assert "larger than" in said or "nested deeper" in said, said
