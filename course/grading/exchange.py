@@ -49,6 +49,7 @@ from nbgrader.utils import check_mode
 
 #: How nbgrader writes a time into ``timestamp.txt`` (``nbgrader submit``).
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f %Z"
+NO_COURSE = "No course id specified. Re-run with --course flag."  # nbgrader's
 MAX_DEPTH = 32  # folders in folders of one submission
 MAX_ENTRIES = 10000  # files and folders of one submission
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -96,7 +97,7 @@ class OwnedCollect(ExchangeCollect):
         """nbgrader's checks of the course and its inbound folder, and the due
         date (its ``init_src`` without reading any entry's name)."""
         if self.coursedir.course_id == "":
-            self.fail("No course id specified. Re-run with --course flag.")
+            self.fail(NO_COURSE)
         self.course_path = os.path.join(self.root, self.coursedir.course_id)
         self.inbound_path = os.path.join(self.course_path, "inbound")
         if not os.path.isdir(self.inbound_path):

@@ -89,14 +89,9 @@ def build(
     os.makedirs(staging + "/proc", exist_ok=True)
 
 
-#: Files and folders one writable tmpfs may hold: each costs the host kernel memory
-#: outside every cap (2,000,000 empty files in /tmp took about 2 GB).
-MAX_INODES = 16384
-
-
 def _tmpfs(target: str, *, uid: int, size: int, mode: str) -> None:
     os.makedirs(target, exist_ok=True)
-    options = f"size={size},nr_inodes={MAX_INODES},mode={mode},uid={uid},gid={uid}"
+    options = f"size={size},mode={mode},uid={uid},gid={uid}"
     mount("tmpfs", target, "tmpfs", flags=MS_NOSUID | MS_NODEV, data=options)
 
 
