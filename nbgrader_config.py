@@ -73,6 +73,12 @@ c.HintPolicy.unlock = "on-request"  # or "after-failure": only once a test faile
 # for the class report: the service's socket, e.g. "/run/course-hints/hints.sock"
 # (COURSE_HINT_SOCKET of the hub). Run `course grade` in your hub server (its token).
 c.HintPolicy.record = ""
+# Worked answers (a model answer and its rubric, shown to a student once their own
+# attempt exists: `course answer softmax`, check.worked("softmax")): always for a
+# student alone; on the course hub only where this says so, else the hub makes
+# them the instructor's alone. They never enter release/, feedback or a graded
+# kernel.
+c.HintPolicy.worked_answers = False
 # Every kernel in a sandbox of its own (docs/security.md): an unprivileged user in
 # namespaces of its own that sees only what a notebook needs. "on" refuses to grade
 # where the machine cannot; "off" only as an explicit choice (course grade

@@ -26,8 +26,15 @@ import nbformat
 from ipykernel.ipkernel import IPythonKernel
 
 from . import catalog, hintauthoring, hintbook, i18n
+from .grading import cells
 
 ROOT = Path(__file__).resolve().parent.parent
+#: What a test cell with hidden tests says above them, so that they are never a
+#: surprise: the release keeps these lines and drops the hidden tests.
+HIDDEN_NOTICE = (
+    "# Hidden tests also run here when graded. To run them now, in this folder:\n"
+    "#   python -m course check {notebook}\n"
+)
 BASE = {
     "grade": False,
     "locked": False,
@@ -81,6 +88,11 @@ def build(py_path: Path) -> nbformat.NotebookNode:
         cell.id = grading["grade_id"]
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+        if grading["grade"] and cells.BEGIN_HIDDEN in cell.source:
+            notice = HIDDEN_NOTICE.format(notebook=f"{py_path.stem}.ipynb")
+            cell.source = cell.source.replace(
+                cells.BEGIN_HIDDEN, notice + cells.BEGIN_HIDDEN, 1
+            )
     nbformat.validate(nb)
     return nb
 

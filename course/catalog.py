@@ -203,13 +203,14 @@ def _merge(template, path: Path):
 
 #: Where verdicts are written, and the calls that mark them for the catalog.
 VERDICT_SOURCES = ("checks", "grading")  # the grader: feedback, check, report
+VERDICT_FILES = ("lab.py",)  # JupyterLab's Check and Hint buttons
 VERDICT_KEYWORDS = {"say": None, "fail": None, "N_": None}
 
 
 def verdict_template():
     """Every sentence marked in the checks, as a Babel catalog (no translations)."""
     from babel.messages.catalog import Catalog
-    from babel.messages.extract import extract_from_dir
+    from babel.messages.extract import extract_from_dir, extract_from_file
 
     template = Catalog(project="attention-by-hand")
     for folder in VERDICT_SOURCES:
@@ -222,6 +223,13 @@ def verdict_template():
         for filename, lineno, message, _, context in found:
             if isinstance(message, str):
                 template.add(message, context=context, locations=[(filename, lineno)])
+    for name in VERDICT_FILES:
+        found = extract_from_file(
+            "python", HERE / name, keywords=VERDICT_KEYWORDS, comment_tags=()
+        )
+        for lineno, message, _, context in found:
+            if isinstance(message, str):
+                template.add(message, context=context, locations=[(name, lineno)])
     return template
 
 

@@ -8,6 +8,8 @@ students:
              COURSE_LANG=zh: the Chinese edition (zh/), in mywork-zh/
   check      grade your own notebook against all the tests, hidden ones too
   hint       the next hint for an exercise (as check.hint("...") in a notebook)
+  answer     the worked answer of an exercise or a written answer, once you
+             have tried it (as check.worked("...") in a notebook)
   progress   every assignment and exercise: state, hints used, time spent
 
 instructors:
@@ -28,24 +30,26 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import grading, i18n, instructor
+from . import grading, i18n, instructor, work
+
+STUDENT_COMMANDS = ("lab", "check", "hint", "answer", "progress")
 
 
 def cmd_lab(args) -> int:
-    """Copy each released assignment into ``mywork/`` and start JupyterLab there.
+    """Copy each released assignment into your work folder (``mywork/``) and start
+    JupyterLab there.
 
     With COURSE_LANG=zh: the Chinese edition, in ``mywork-zh/``, with JupyterLab's
-    menus in Chinese (the zh-CN language pack).
+    menus in Chinese (the zh-CN language pack). Where the course folder has no
+    ``release/``, the notebooks are released from the course the package ships.
     """
-    root = Path(args.root).resolve()
+    root = Path(args.root or ".").resolve()
     lang = i18n.language()
     edition = i18n.edition_root(root, i18n.available(root, lang))
-    work = _work(root, lang)
-    for name in grading.assignments(edition):
-        src, dest = grading.cells.folder(edition, "release", name), work / name
-        if src.is_dir() and not dest.exists():
-            shutil.copytree(src, dest)
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={work}"]
+    mine = work.home(root=root, lang=lang)
+    _copy_release(edition, mine, lang=lang)
+    work.remember(mine, lang=lang)
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={mine}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     if lang != "en":  # the language pack's locale, as a settings default
@@ -57,22 +61,36 @@ def cmd_lab(args) -> int:
         env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
             filter(None, [str(student), env.get("JUPYTER_CONFIG_PATH")])
         )
-    print("Opening", work, "in JupyterLab. Stop it with Ctrl-C.")
+    print("Opening", mine, "in JupyterLab. Stop it with Ctrl-C.")
     os.execve(sys.executable, cmd, env)
     return 0
 
 
-def _work(root: Path, lang: str) -> Path:
-    """The student's own folder: ``mywork/`` (``mywork-zh/`` for the Chinese edition)."""
-    return root / ("mywork" if lang == "en" else f"mywork-{lang}")
+def _copy_release(edition: Path, mine: Path, *, lang: str) -> None:
+    """Copy each assignment of ``edition``'s ``release/`` into ``mine``, never over
+    one already there; without a ``release/``, the shipped course's release."""
+    import tempfile
+
+    release = edition / "release"
+    with tempfile.TemporaryDirectory(prefix="course-lab-") as tmp:
+        if not release.is_dir():
+            from .grading.shipped import SHIPPED
+
+            course = grading.make_course(Path(tmp), SHIPPED, lang=lang)
+            grading.release(["*"], course)
+            release = course / "release"
+        for src in sorted(p for p in release.iterdir() if p.is_dir()):
+            if not (mine / src.name).exists():
+                shutil.copytree(src, mine / src.name)
 
 
 def _student_work(args) -> Path:
-    return (
-        Path(args.work)
-        if args.work
-        else _work(Path(args.root).resolve(), i18n.language())
-    )
+    """The work folder of ``hint`` and ``progress``: ``--work``, else
+    :func:`course.work.home` from the current folder."""
+    if args.work:
+        return Path(args.work)
+    root = Path(args.root).resolve() if args.root else None
+    return work.home(root=root, lang=i18n.language())
 
 
 def cmd_hint(args) -> int:
@@ -81,6 +99,16 @@ def cmd_hint(args) -> int:
     from .hints import cli_hint
 
     return cli_hint(args.exercise, _student_work(args))
+
+
+def cmd_answer(args) -> int:
+    """Print the worked answer of an exercise (its solution and what its tests
+    check) or of a written answer (the model answer and its rubric), once you have
+    tried: its tests pass, or you have seen every hint; your own written answer is
+    in its cell."""
+    from .worked import cli_worked
+
+    return cli_worked(args.item, _student_work(args))
 
 
 def cmd_progress(args) -> int:
@@ -96,22 +124,25 @@ def cmd_progress(args) -> int:
 
 
 def cmd_check(args) -> int:
-    """Grade one notebook against the full tests and print points and messages."""
+    """Grade notebooks against the full tests and print points and messages."""
     from . import progress
     from .grading import selfcheck
 
-    notebook = Path(args.notebook)
-    work = progress.work_folder(notebook.resolve().parent)
+    notebooks = [Path(n) for n in args.notebooks]
+    root = Path(args.root).resolve() if args.root else None
 
     def record(assignment: str, scores: dict, messages: dict) -> None:
-        for exercise in progress.record_check(work, assignment, scores, messages):
+        notebook = next(n for n in notebooks if n.stem == assignment)
+        mine = work.home(start=notebook.resolve().parent, root=root, lang=lang)
+        for exercise in progress.record_check(mine, assignment, scores, messages):
             print(progress.suggestion(exercise, in_notebook=False))
 
+    lang = i18n.language()
     return selfcheck.run(
-        notebook,
-        assignment=args.assignment,
-        course=Path(args.root).resolve(),
-        lang=i18n.language(),
+        notebooks,
+        course=root or Path.cwd(),
+        lang=lang,
+        fixed_seeds=args.fixed_seeds,
         then=record,
     )
 
@@ -128,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
         "lab": cmd_lab,
         "check": cmd_check,
         "hint": cmd_hint,
+        "answer": cmd_answer,
         "progress": cmd_progress,
         "release": instructor.cmd_release,
         "grade": instructor.cmd_grade,
@@ -139,8 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, description=func.__doc__.replace("``", ""))
         p.set_defaults(func=func)
         parsers[name] = p
-        p.add_argument(
-            "--root", default=".", help="the course folder (default: the current one)"
+        p.add_argument(  # a student's commands find the work without it
+            "--root",
+            default=None if name in STUDENT_COMMANDS else ".",
+            help="the course folder (default: the current one)",
         )
         if name in ("grade", "feedback", "report"):
             p.add_argument(
@@ -158,16 +192,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="after --: passed to jupyter lab (e.g. -- --port=9999)",
     )
     parsers["check"].add_argument(
-        "notebook",
-        help="your notebook, e.g. mywork/03_head_slicing/03_head_slicing.ipynb",
+        "notebooks",
+        nargs="+",
+        metavar="notebook",
+        help="your notebooks, e.g. mywork/03_head_slicing/03_head_slicing.ipynb "
+        "(each graded as the assignment its file is named after)",
     )
     parsers["check"].add_argument(
-        "--assignment", help="default: the notebook's file name"
+        "--fixed-seeds",
+        action="store_true",
+        help="the hidden tests' own seeds (default: drawn for each run, as in a "
+        "class), to see a verdict again",
     )
     parsers["hint"].add_argument("exercise", help="e.g. softmax, split_heads")
-    for name in ("hint", "progress"):
+    parsers["answer"].add_argument(
+        "item", help="an exercise or a written answer, e.g. softmax, why_out_in"
+    )
+    for name in ("hint", "answer", "progress"):
         parsers[name].add_argument(
-            "--work", help="your folder (default: mywork/, mywork-zh/ in Chinese)"
+            "--work",
+            help="your work folder (default: the one you are in, else mywork/ of "
+            "--root, else the one `course lab` opened; mywork-zh/ in Chinese)",
         )
     return parser
 

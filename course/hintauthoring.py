@@ -153,7 +153,8 @@ def template(data: dict):
 
     catalog = Catalog(project="attention-by-hand")
     here = hintbook.DATA.parent.parent
-    for name in ("hints.py", "hubhints.py", "progress.py", "grading/hintservice.py"):
+    views = ("hints.py", "hubhints.py", "progress.py", "worked.py")
+    for name in (*views, "grading/hintservice.py"):
         found = extract_from_file(
             "python", here / name, keywords={"tell": None, "N_": None}
         )

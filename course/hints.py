@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import hintbook, hubhints, progress
-from .i18n import sentences, tell
+from .i18n import language, sentences, tell
+from .work import home
 
 ENV = "COURSE_HINTS"
 NBGRADER_ENV = "NBGRADER_EXECUTION"  # set while nbgrader validates or grades
@@ -94,7 +95,7 @@ def hint(
             tell("No hint while nbgrader runs the notebook."),
             tell("Hints come when you run the cell yourself."),
         )
-    store = progress.Store(progress.work_folder(work), source=source)
+    store = progress.Store(work or home(lang=language()), source=source)
     if exercise is None:
         failed = [e for e in store.events() if e["kind"] == "fail"]
         if not failed:

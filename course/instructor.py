@@ -17,7 +17,8 @@ from .grading.cells import stage_folder
 
 def cmd_release(args) -> int:
     """Rebuild source notebooks, then regenerate ``release/`` (generate_assignment),
-    for each edition (English, and Chinese in zh/)."""
+    for each edition (English, and Chinese in zh/), and the tests the package
+    ships for ``course check`` (course/data/selfcheck/)."""
     from . import authoring
 
     root = Path(args.root).resolve()
@@ -29,6 +30,11 @@ def cmd_release(args) -> int:
             grading.release(names, edition)
             for name in names:
                 print(f"released {name} ({lang})")
+    if root == grading.ROOT:  # a copy of the course (an instructor's) ships nothing
+        from .grading import shipped
+
+        for path in shipped.write(root):
+            print(f"shipped {path} (course check's tests)")
     return 0
 
 

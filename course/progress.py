@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 
 from . import hintbook
-from .i18n import N_, tell
+from .i18n import N_, language, tell
+from .work import RECORD, home
 
-FOLDER = ".course"
-ENV = "COURSE_PROGRESS_DIR"  # where the store lives, if not next to the work
 PAUSE = 300.0  # seconds: a longer gap between two cells counts as this
 SCHEMA = """CREATE TABLE IF NOT EXISTS events (
     time REAL NOT NULL, assignment TEXT NOT NULL, exercise TEXT NOT NULL,
@@ -38,20 +37,11 @@ STATES = {  # a state's words, said in the course's language
 }
 
 
-def work_folder(start: Path | None = None) -> Path:
-    """The student's work folder: ``COURSE_PROGRESS_DIR``, else the parent of an
-    assignment folder (a notebook's own folder), else ``start`` itself."""
-    if os.environ.get(ENV):
-        return Path(os.environ[ENV])
-    start = Path(start or Path.cwd()).resolve()
-    return start.parent if start.name in hintbook.book() else start
-
-
 class Store:
     """The events of one work folder (SQLite, created on the first write)."""
 
     def __init__(self, work: Path, source: str = "kernel"):
-        self.path = Path(work) / FOLDER / "progress.sqlite"
+        self.path = Path(work) / RECORD / "progress.sqlite"
         self.source = source  # who records: kernel, check, cli
 
     def _connect(self) -> sqlite3.Connection:
@@ -109,7 +99,7 @@ def on_cell(result, store: Store | None = None) -> None:
     if where is None:
         return
     assignment, exercise, role = where
-    store = store or Store(work_folder())
+    store = store or Store(home(lang=language()))
     error = result.error_before_exec or result.error_in_exec
     if role == "answer":
         store.record(assignment, exercise, "run")
@@ -297,4 +287,4 @@ def show(work: Path | None = None):
     """In a notebook: the progress of every assignment and exercise, as a table."""
     from IPython.display import HTML
 
-    return HTML(page(work_folder(work)))
+    return HTML(page(work or home(lang=language())))

@@ -34,6 +34,7 @@ from pathlib import Path
 from course import hubhints
 from course.grading import hintservice, private
 from course.grading.environment import TEMPLATES, threads
+from course.grading.settings import hint_policy
 from course.i18n import lab_settings, language
 
 HERE = Path(__file__).resolve().parent
@@ -69,7 +70,12 @@ STATE.mkdir(parents=True, exist_ok=True)
 # of the class's work are made first, so that what is written into them later is
 # private too.
 private.make_work_folders(project=HERE.parent, course_root=COURSE_ROOT)
-_secrets = private.secrets(project=HERE.parent, course_root=COURSE_ROOT, state=STATE)
+_secrets = private.secrets(
+    project=HERE.parent,
+    course_root=COURSE_ROOT,
+    state=STATE,
+    worked_answers=hint_policy(COURSE_ROOT).worked_answers,
+)
 for _path in private.seal(_secrets):
     print(f"course hub: {_path} made private from students", file=sys.stderr)
 for _account in sorted(INSTRUCTORS | STUDENTS):  # and as each server starts

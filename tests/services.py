@@ -375,3 +375,35 @@ def inbound_entry(user: str, inbound: Path, *, named: str, assignment: str,
         {extra}"""
     subprocess.run([RUNUSER, "-u", user, "--", "sh", "-euc", script], check=True)
     return entry
+
+
+@contextlib.contextmanager
+def course_lab(folder: Path, *, lang: str, assignment: str, notebook: dict):
+    """``course lab`` as a student starts it, in edition ``lang``, on a copy of the
+    course in ``folder`` whose work folder holds ``notebook`` as ``assignment``;
+    yield ``(url, the notebook's path)``. The hub's student view applies."""
+    import json
+
+    from course import grading, i18n, work
+
+    root = folder / "course"
+    edition = i18n.edition_root(root, lang)
+    for stage in ("source", "release"):
+        src = i18n.edition_root(grading.ROOT, lang) / stage / assignment
+        shutil.copytree(src, edition / stage / assignment)
+    shutil.copytree(grading.ROOT / "hub" / "student", root / "hub" / "student")
+    mine = root / work.folder_name(lang) / assignment
+    mine.mkdir(parents=True)
+    (mine / f"{assignment}.ipynb").write_text(json.dumps(notebook))
+    port = free_port()
+    cmd = [sys.executable, "-m", "course", "lab", f"--root={root}", "--"]
+    cmd += ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}"]
+    cmd += ["--ServerApp.port_retries=0", "--IdentityProvider.token="]
+    cmd += [f"--LabApp.user_settings_dir={folder / 'settings'}"]
+    cmd += [f"--LabApp.workspaces_dir={folder / 'workspaces'}"]
+    env = {**os.environ, "COURSE_LANG": lang, "XDG_STATE_HOME": str(folder / "state")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.pop("COURSE_HINTS", None)  # the default: each request unlocks the next
+    url = f"http://127.0.0.1:{port}"
+    with serving(cmd, probe=f"{url}/api/status", log=folder / "lab.log", env=env):
+        yield url, mine / f"{assignment}.ipynb"

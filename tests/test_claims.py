@@ -1234,3 +1234,69 @@ def test_dropout_acts_on_the_probabilities_and_on_sublayers_before_the_residual(
         "on the embeddings after their LayerNorm, on the attention probabilities, and "
         "on each sublayer's output before the residual is added.",
     )
+
+
+# 06 §2, exercise 3: the plot needs torch.no_grad() and no batch dimension
+
+
+def test_a_matrix_that_requires_grad_does_not_plot_and_one_made_under_no_grad_does():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scores = torch.randn(1, 5, 5, requires_grad=True)
+    fig, ax = plt.subplots()
+    with pytest.raises(RuntimeError, match="requires grad"):
+        ax.imshow(scores.softmax(-1)[0])
+    with torch.no_grad():
+        probs = scores.softmax(-1)
+    ax.imshow(probs[0])  # (T, T): the batch dimension dropped
+    with pytest.raises(TypeError, match="Invalid shape"):
+        ax.imshow(probs[None, 0, :, :1].expand(1, 5, 5))  # (B, T, T) does not plot
+    plt.close(fig)
+    a = "06_manual_attention"
+    says(a, "drop the batch dimension", "`with torch.no_grad():`")
+    says(a, "without it the matrix still requires grad and the plot below fails")
+    assert "requires grad" in chinese(a) and "torch.no_grad()" in chinese(a)
+
+
+# 06 and 09: each notebook runs on its own, so 04's helpers are not there
+
+
+@pytest.mark.parametrize(
+    "assignment", ["06_manual_attention", "09_build_a_transformer"]
+)
+def test_04_s_helpers_are_not_defined_in_a_later_notebook(assignment):
+    nb = json.loads(
+        (ROOT / "release" / assignment / f"{assignment}.ipynb").read_text("utf-8")
+    )
+    code = "\n".join(
+        "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"
+    )
+    defined = {
+        node.name
+        for node in ast.walk(ast.parse(code.replace("%", "#")))
+        if isinstance(node, ast.FunctionDef | ast.ClassDef)
+    }
+    assert not {"split_heads", "merge_heads"} & defined
+    assert "split_heads" not in code and "merge_heads" not in code
+    if assignment.startswith("06"):
+        says(assignment, "04's `split_heads` and `merge_heads` are not defined")
+        assert "没有定义" in chinese(assignment)
+    else:
+        says(assignment, "Nothing of 04 or 06 is defined in this notebook")
+        assert "都没有定义" in chinese(assignment)
+
+
+# 09 §3: what echo_task returns
+
+
+def test_echo_task_returns_tokens_and_targets_of_batch_by_16_longs():
+    tokens, targets = data.echo_task(7, torch.Generator().manual_seed(0))
+    assert tokens.shape == targets.shape == (7, data.ECHO_LEN) == (7, 16)
+    assert tokens.dtype == targets.dtype == torch.long
+    a = "09_build_a_transformer"
+    says(a, "`echo_task(batch, generator)` (from `course.data`) returns")
+    says(a, "`(tokens, targets)`, two LongTensors of shape (batch, 16)")
+    assert "(batch, 16)" in chinese(a) and "`(tokens, targets)`" in chinese(a)

@@ -15,8 +15,8 @@ def _course(*args, cwd=None, timeout=300):
 
 def test_help_lists_each_command_on_its_own_line():
     out = _course("--help").stdout
-    names = ("lab", "check", "hint", "progress", "release", "grade", "feedback")
-    for name in (*names, "report"):
+    names = ("lab", "check", "hint", "answer", "progress", "release", "grade")
+    for name in (*names, "feedback", "report"):
         assert any(line.split()[:1] == [name] for line in out.splitlines()), out
     assert all(len(line) <= 88 for line in out.splitlines()), out
 
@@ -25,7 +25,7 @@ def test_every_command_takes_root():
     parser = cli.build_parser()
     commands = parser._subparsers._group_actions[0].choices
     assert set(commands) == {
-        *("lab", "check", "hint", "progress"),
+        *("lab", "check", "hint", "answer", "progress"),
         *("release", "grade", "feedback", "report"),
     }
     for name, sub in commands.items():
@@ -49,3 +49,16 @@ def test_check_names_a_missing_assignment(tmp_path):
     notebook.write_text("{}")
     proc = _course("check", str(notebook), f"--root={root}", cwd=tmp_path)
     assert proc.returncode == 2 and "99_nope" in proc.stdout
+
+
+def test_check_hands_its_options_to_the_self_check(monkeypatch, tmp_path):
+    from course.grading import selfcheck
+
+    seen = {}
+    monkeypatch.setattr(
+        selfcheck, "run", lambda notebooks, **kwargs: seen.update(kwargs) or 0
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["check", "--fixed-seeds", "a.ipynb", "b.ipynb"]) == 0
+    assert seen["fixed_seeds"] is True and seen["course"] == tmp_path
+    assert cli.main(["check", "a.ipynb"]) == 0 and seen["fixed_seeds"] is False

@@ -8,14 +8,10 @@ Screenshots of the hint and progress views go to ``reports/hints/``.
 """
 
 import json
-import os
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
 from browser import browser, cell, run_cell
-from services import free_port, serving
+from services import course_lab
 
 from course import grading, i18n
 
@@ -61,27 +57,10 @@ def _notebook(lang: str) -> dict:
 def lab(request, tmp_path):
     """``course lab`` in one edition, its mywork holding the notebook above."""
     lang = request.param
-    root = tmp_path / "course"
-    edition = i18n.edition_root(root, lang)
-    for folder in ("source", "release"):
-        src = i18n.edition_root(grading.ROOT, lang) / folder / ASSIGNMENT
-        shutil.copytree(src, edition / folder / ASSIGNMENT)
-    shutil.copytree(grading.ROOT / "hub" / "student", root / "hub" / "student")
-    work = root / ("mywork" if lang == "en" else f"mywork-{lang}") / ASSIGNMENT
-    work.mkdir(parents=True)
-    (work / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(_notebook(lang)))
-    port = free_port()
-    cmd = [sys.executable, "-m", "course", "lab", f"--root={root}", "--"]
-    cmd += ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}"]
-    cmd += ["--ServerApp.port_retries=0", "--IdentityProvider.token="]
-    cmd += [f"--LabApp.user_settings_dir={tmp_path / 'settings'}"]
-    cmd += [f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"]
-    env = {**os.environ, "COURSE_LANG": lang}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    env.pop("COURSE_HINTS", None)  # the default: each request unlocks the next
-    url = f"http://127.0.0.1:{port}"
-    with serving(cmd, probe=f"{url}/api/status", log=tmp_path / "lab.log", env=env):
-        yield url, lang, work.parent
+    with course_lab(
+        tmp_path, lang=lang, assignment=ASSIGNMENT, notebook=_notebook(lang)
+    ) as (url, notebook):
+        yield url, lang, notebook.parent.parent
 
 
 def test_a_student_asks_for_hints_fixes_the_answer_and_sees_progress(lab):

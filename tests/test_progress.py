@@ -8,6 +8,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from rich.console import Console
 
 from course import cli, grading, hintbook, progress
+from course import work as work_home
 from course.checks import CheckFailed
 from course.checks.evidence import ENV as GRADING
 from course.grading import selfcheck
@@ -18,7 +19,7 @@ WRONG_DIM = "softmax(x, dim=-1) is wrong: rows do not sum to 1 — softmax over 
 
 @pytest.fixture
 def work(tmp_path, monkeypatch):
-    monkeypatch.delenv(progress.ENV, raising=False)
+    monkeypatch.delenv(work_home.ENV, raising=False)
     monkeypatch.setenv("COURSE_LANG", "en")
     (tmp_path / A).mkdir()
     monkeypatch.chdir(tmp_path / A)  # a kernel runs in the notebook's folder
@@ -33,14 +34,6 @@ def _cell(cell_id, error=None):
 
 def _row(work, exercise):
     return next(r for r in progress.summary(work) if r["exercise"] == exercise)
-
-
-def test_the_work_folder_holds_the_assignments(work, monkeypatch):
-    assert progress.work_folder() == work
-    assert progress.work_folder(work / A) == work
-    assert progress.work_folder(work) == work
-    monkeypatch.setenv(progress.ENV, str(work / "elsewhere"))
-    assert progress.work_folder(work / A) == work / "elsewhere"
 
 
 def test_cells_become_events_and_states(work, capsys):
@@ -103,7 +96,9 @@ def test_course_check_records_verdicts_and_suggests_a_hint(work, monkeypatch, ca
     notebook.write_text("{}")
     scores = {"test_softmax_rows": (0, 1), "test_attention_scores_shape": (1, 1)}
     messages = {"test_softmax_rows": WRONG_DIM}
-    monkeypatch.setattr(selfcheck, "grade_one", lambda *a, **k: (scores, messages))
+    monkeypatch.setattr(
+        selfcheck, "grade", lambda notebooks, **k: {A: (scores, messages)}
+    )
     assert cli.main(["check", str(notebook), f"--root={grading.ROOT}"]) == 1
     out = capsys.readouterr().out
     stuck = [line for line in out.splitlines() if line.startswith("Stuck")]

@@ -13,6 +13,7 @@ from transformers import BertConfig, BertModel
 from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
+from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, equal, expect_equal, fail
 from .config_resize import (  # noqa: F401 - the notebook's last exercise
     with_max_positions_outputs,

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import say
+from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_shape, fail, forbid
 from .layer_cases import (
     AFTER_LN,

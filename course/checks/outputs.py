@@ -9,6 +9,7 @@ import torch
 from .. import data, models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
+from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, equal, expect_close, expect_shape, fail, no_forward
 
 POOLER = N_(

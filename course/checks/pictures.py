@@ -13,6 +13,7 @@ import torch
 from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_
+from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import SAMPLE_TEXTS, call, expect_close, fail
 
 TRANSPOSED = N_(

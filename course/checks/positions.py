@@ -15,6 +15,7 @@ import torch
 from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import say
+from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, equal, expect_close, expect_shape, fail
 from .positions_causal import (  # noqa: F401 - the notebook's masks, and the grader's
     CAUSAL,

@@ -13,6 +13,7 @@ import torch
 from .. import data, models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
+from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail
 from .oracles import sample_qk
 

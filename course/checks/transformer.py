@@ -17,6 +17,7 @@ from torch import nn
 
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
+from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_shape, fail, forbid
 from .oracles import NO_SCALE
 from .transformer_cases import (

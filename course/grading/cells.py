@@ -41,6 +41,13 @@ BEGIN_HIDDEN = _marker(ClearHiddenTests, "begin_test_delimeter")
 END_HIDDEN = _marker(ClearHiddenTests, "end_test_delimeter")
 BEGIN_MARK_SCHEME = _marker(ClearMarkScheme, "begin_mark_scheme_delimeter")
 END_MARK_SCHEME = _marker(ClearMarkScheme, "end_mark_scheme_delimeter")
+#: A mark scheme of a task cell (markdown: a line holding nbgrader's bare
+#: delimiter, e.g. ``=== BEGIN MARK SCHEME ===``); group 1 is the scheme.
+MARK_SCHEME = re.compile(
+    rf"^[^\n]*{re.escape(BEGIN_MARK_SCHEME.removeprefix(COMMENT))}[^\n]*\n(.*?)"
+    rf"^[^\n]*{re.escape(END_MARK_SCHEME.removeprefix(COMMENT))}",
+    re.M | re.S,
+)
 #: A line that is one of nbgrader's markers (never translated, never graded).
 MARKER_LINE = re.compile(rf"^\s*{re.escape(COMMENT)}(BEGIN|END) ")
 #: A hidden region of a test cell; group 1 is what it hides.

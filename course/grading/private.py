@@ -4,7 +4,9 @@ On the hub every account runs the course's Python from the project folder (its
 virtual environment, its ``course`` package): the folder is readable by all. Parts
 of it are the instructor's alone: the solutions and hidden tests (``source/``, and
 the tests' own correct and wrong answers, ``tests/``), the history that holds them
-(``.git``), the class's work and grades, and the hints' texts, which on the hub
+(``.git``), the class's work and grades, the worked answers (unless the instructor
+gives them, :mod:`course.worked`), the notebooks' translation catalog (it holds
+the written answers' model answers), and the hints' texts, which on the hub
 come only from its hint service (:mod:`course.grading.hintservice`), whose
 record is what a hint costs. :func:`seal`, called by the hub as it starts (as
 root), takes every permission of "others" from each of them. The class's work is
@@ -22,7 +24,7 @@ import os
 import stat
 from pathlib import Path
 
-from .. import hintbook, i18n
+from .. import hintbook, i18n, worked
 
 #: The folders nbgrader and ``course`` write the class's work into.
 WORK = ("submitted", "autograded", "feedback", "reports")
@@ -57,11 +59,14 @@ def make_work_folders(*, project: Path, course_root: Path) -> list[Path]:
     return made
 
 
-def secrets(*, project: Path, course_root: Path, state: Path) -> list[Path]:
+def secrets(
+    *, project: Path, course_root: Path, state: Path, worked_answers: bool = False
+) -> list[Path]:
     """What students must not read: of the project (and its Chinese edition),
     of the course folder the instructor grades in (all of it, where it is not the
     project's: a gradebook made later is private too), the hub's state, the
-    hints' texts. Those that exist."""
+    hints' texts, and the worked answers unless ``worked_answers`` (the
+    instructor's ``c.HintPolicy.worked_answers``). Those that exist."""
     project, course_root = Path(project), Path(course_root)
     roots = course_roots(project=project, course_root=course_root)
     paths = [root / name for root in roots for name in INSTRUCTOR]
@@ -69,10 +74,13 @@ def secrets(*, project: Path, course_root: Path, state: Path) -> list[Path]:
         paths.append(course_root)  # all of it, what it will hold too
     paths += [Path(project) / name for name in PROJECT]
     paths += [Path(state), hintbook.TEXTS]
+    if not worked_answers:
+        paths += [worked.path(lang) for lang in i18n.EDITIONS]
     for lang in i18n.LOCALES:
         if lang != "en":
             po = i18n.catalog_path(lang, hintbook.TEXT_DOMAIN)
-            paths += [po, po.with_suffix(".mo")]
+            # the notebooks' catalog holds the written answers' model answers
+            paths += [po, po.with_suffix(".mo"), i18n.catalog_path(lang)]
     return [p for p in paths if p.exists()]
 
 

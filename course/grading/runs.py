@@ -26,10 +26,12 @@ def assignments(root: Path = ROOT) -> list[str]:
     return sorted(p.name for p in (root / "source").iterdir() if p.is_dir())
 
 
-def make_course(dest: Path, root: Path = ROOT, lang: str = "en") -> Path:
-    """Copy one edition's ``source/`` and the course's ``nbgrader_config.py`` (with
-    that edition's settings, :func:`course.grading.settings.configure`) into a
-    fresh course folder."""
+def make_course(
+    dest: Path, root: Path = ROOT, lang: str = "en", only: list[str] | None = None
+) -> Path:
+    """Copy one edition's ``source/`` (its assignments ``only``, if given) and the
+    course's ``nbgrader_config.py`` (with that edition's settings,
+    :func:`course.grading.settings.configure`) into a fresh course folder."""
     dest.mkdir(parents=True, exist_ok=True)
     config = (root / "nbgrader_config.py").read_text()
     if lang != "en":  # as the edition's own config does
@@ -38,7 +40,8 @@ def make_course(dest: Path, root: Path = ROOT, lang: str = "en") -> Path:
         )
     (dest / "nbgrader_config.py").write_text(config)
     source = i18n.edition_root(root, lang) / "source"
-    shutil.copytree(source, dest / "source", dirs_exist_ok=True)
+    for name in assignments(source.parent) if only is None else only:
+        shutil.copytree(source / name, dest / "source" / name, dirs_exist_ok=True)
     return dest
 
 

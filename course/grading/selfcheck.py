@@ -4,6 +4,10 @@ JupyterLab's Validate button runs only the visible tests. This runs a real
 ``nbgrader autograde`` (hidden tests included) in a temporary course folder and
 prints, per exercise, the points and the verdict of each test cell — never the test
 code itself.
+
+The tests come from the course folder's ``source/`` where it has one (an
+instructor's), else from the course the package ships (:mod:`.shipped`): a
+student needs nothing but the package and their notebook.
 """
 
 from __future__ import annotations
@@ -16,26 +20,38 @@ from ..i18n import available, edition_root, say
 from .cells import error_messages, is_test_id, notebook_path
 from .gradebook import cell_scores
 from .runs import ROOT, has_source, make_course, nbgrader, release
+from .shipped import SHIPPED
 
 
-def grade_one(
-    notebook: Path, *, assignment: str, course: Path = ROOT, lang: str = "en"
-) -> tuple[dict, dict]:
-    """Autograde ``notebook`` as ``assignment`` of the course in ``course``, in its
-    edition ``lang``: ``(scores, messages)`` per cell."""
+def grade(
+    notebooks: dict[str, Path],
+    *,
+    course: Path = ROOT,
+    lang: str = "en",
+    fixed_seeds: bool = False,
+) -> dict[str, tuple[dict, dict]]:
+    """Autograde each of ``notebooks`` (``{assignment: notebook}``) in the course
+    in ``course``, edition ``lang``, in one course folder made for the run:
+    ``{assignment: (scores, messages)}``, per test cell. ``fixed_seeds``: the
+    hidden tests' own seeds, not seeds drawn for the run."""
+    names = sorted(notebooks)
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
-        root = make_course(Path(tmp), course, lang=lang)
-        release([assignment], root)
-        dest = notebook_path(root, "submitted", assignment, student="me")
-        dest.parent.mkdir(parents=True)
-        shutil.copy(notebook, dest)
+        root = make_course(Path(tmp), course, lang=lang, only=names)
+        release(["*"], root)  # nbgrader's own glob: every assignment, one process
+        for name, notebook in notebooks.items():
+            dest = notebook_path(root, "submitted", name, student="me")
+            dest.parent.mkdir(parents=True)
+            shutil.copy(notebook, dest)
         # A sandbox where this machine allows one; else the student's own account.
-        nbgrader("autograde", assignment, "--GuardedExecute.sandbox=auto", root=root)
-        scores = cell_scores(root, assignment).get("me", {})
-        messages = error_messages(
-            notebook_path(root, "autograded", assignment, student="me")
-        )
-    return scores, messages
+        seeds = ["--DrawSeeds.enabled=False"] if fixed_seeds else []
+        nbgrader("autograde", "*", "--GuardedExecute.sandbox=auto", *seeds, root=root)
+        return {
+            name: (
+                cell_scores(root, name).get("me", {}),
+                error_messages(notebook_path(root, "autograded", name, student="me")),
+            )
+            for name in names
+        }
 
 
 def report(scores: dict, messages: dict) -> str:
@@ -60,40 +76,52 @@ def report(scores: dict, messages: dict) -> str:
     return "\n".join(lines)
 
 
+def tests_of(assignment: str, *, course: Path, lang: str) -> Path | None:
+    """The course folder whose tests grade ``assignment``: ``course`` where its
+    edition ``lang`` has the assignment's ``source/``, else the shipped course;
+    ``None`` where neither has it."""
+    for root in (course, SHIPPED):
+        if has_source(edition_root(root, available(root, lang)), assignment):
+            return root
+    return None
+
+
 def run(
-    notebook: Path,
+    notebooks: list[Path],
     *,
-    assignment: str | None = None,
     course: Path = ROOT,
     lang: str = "en",
+    fixed_seeds: bool = False,
     then=None,
 ) -> int:
-    """Grade, print the report; exit status 0 when every autograded point is earned.
+    """Grade each notebook (its assignment is its file name), print its report;
+    exit status 0 when every autograded point is earned.
 
     ``course`` is the English course folder; ``lang`` picks its edition (an edition
-    the folder lacks falls back to English). ``then(assignment, scores, messages)``
-    runs after the report (the CLI records progress and suggests hints).
+    the folder lacks falls back to English); ``fixed_seeds`` as :func:`grade`.
+    ``then(assignment, scores, messages)``
+    runs after each report (the CLI records progress and suggests hints).
     """
-    lang = available(course, lang)
-    edition = edition_root(course, lang)
-    if not notebook.exists():
-        print(say("No notebook at {notebook}.", notebook=notebook))
+    missing = [n for n in notebooks if not n.exists()]
+    if missing:
+        print(say("No notebook at {notebook}.", notebook=missing[0]))
         return 2
-    assignment = assignment or notebook.stem
-    if not has_source(edition, assignment):
-        print(
-            say(
-                "No assignment {assignment} in {folder} (see --root).",
-                assignment=assignment,
-                folder=edition / "source",
-            )
+    chosen = {n.stem: tests_of(n.stem, course=course, lang=lang) for n in notebooks}
+    unknown = [name for name, tests in chosen.items() if tests is None]
+    if unknown:
+        print(say("The course has no assignment {assignment}.", assignment=unknown[0]))
+        return 2
+    lost = False
+    for tests in dict.fromkeys(chosen.values()):  # each course folder, once
+        mine = {n.stem: n for n in notebooks if chosen[n.stem] == tests}
+        graded = grade(
+            mine, course=tests, lang=available(tests, lang), fixed_seeds=fixed_seeds
         )
-        return 2
-    scores, messages = grade_one(
-        notebook, assignment=assignment, course=course, lang=lang
-    )
-    print(report(scores, messages))
-    if then is not None:
-        then(assignment, scores, messages)
-    lost = any(s != m for c, (s, m) in scores.items() if is_test_id(c))
+        for name, (scores, messages) in graded.items():
+            if len(graded) > 1 or len(chosen) > 1:
+                print(f"\n{name}")
+            print(report(scores, messages))
+            if then is not None:
+                then(name, scores, messages)
+            lost |= any(s != m for c, (s, m) in scores.items() if is_test_id(c))
     return 1 if lost else 0

@@ -170,6 +170,12 @@ class HintPolicy(Configurable):
         help="When the next step hint unlocks: at every request, or only once a "
         "test of the exercise has failed since the last hint.",
     ).tag(config=True)
+    worked_answers = Bool(
+        False,
+        help="Whether students on the course hub may see worked answers (a model "
+        "answer once their own attempt exists, course/worked.py); off: the hub "
+        "makes them the instructor's alone.",
+    ).tag(config=True)
     record = Unicode(
         "",
         help="The hint service's Unix socket (e.g. /run/course-hints/hints.sock): "

@@ -180,7 +180,10 @@ check.head_attention_random(head_attention, seed=602)
 
 # %% [markdown]
 # **Exercise 3.** Set `attention_first_head_first_layer` to layer 0, head 0's
-# attention matrix on the sample text, (T, T).
+# attention matrix on the sample text, (T, T). Your `head_attention` returns
+# probs of (B, T, T): drop the batch dimension (the batch holds one text). Call
+# it inside `with torch.no_grad():`, because without it the matrix still requires
+# grad and the plot below fails: matplotlib cannot turn it into an array.
 
 # %% answer="first_head_attention"
 ### BEGIN SOLUTION
@@ -214,6 +217,9 @@ check.first_head_attention_values(attention_first_head_first_layer)
 #
 # **Exercise 4.** Write `multi_head_attention(hidden, self_attn,
 # attention_mask=None)` returning `(probs (B, H, T, T), context (B, T, D))`.
+# 04's `split_heads` and `merge_heads` are not defined in this notebook (each
+# notebook runs in a kernel of its own): write the two reshapes again inside
+# your function, or copy your 04 helpers into the answer cell.
 
 
 # %% answer="multi_head_attention"

@@ -32,7 +32,8 @@ from course.data import ECHO_LAG, ECHO_LEN, ECHO_VOCAB, echo_task
 # `out_proj`. `forward(x, mask=None)` takes x (B, T, D) and an optional bool mask,
 # (T, T) or (B, T, T), **True where a query may attend a key**, and returns
 # `(out (B, T, D), probs (B, H, T, T))`: the same computation as 06 plus the
-# output projection.
+# output projection. Nothing of 04 or 06 is defined in this notebook: write the
+# head split and merge again here (as methods, or helpers in the answer cell).
 #
 # Bool masks are a trap, because PyTorch itself uses both conventions:
 # `F.scaled_dot_product_attention(attn_mask=...)` reads True as *may attend* (ours),
@@ -158,11 +159,13 @@ check.block_random(EncoderBlock, seed=902)
 # %% [markdown]
 # ## 3. Train a tiny causal transformer on a task that needs order
 #
-# The task (`course.data.echo_task`): a row of 16 random tokens out of 16, and at
-# each position the target is the token from **3 steps earlier** (the first three
-# targets are -100, ignored by `cross_entropy`). The model is *causal*: position t
-# may attend only positions ≤ t, as a language model reads. To answer, it must
-# find the token exactly 3 steps back. Without positions that is hard: in one
+# The task: `echo_task(batch, generator)` (from `course.data`) returns
+# `(tokens, targets)`, two LongTensors of shape (batch, 16). A row of tokens is 16
+# random tokens out of 16, and at each position the target is the token from **3
+# steps earlier** (the first three targets are -100, ignored by `cross_entropy`).
+# The model is *causal*: position t may attend only positions ≤ t, as a language
+# model reads. To answer, it must find the token exactly 3 steps back. Without
+# positions that is hard: in one
 # causal attention layer, the output at position t stays the same when the tokens
 # before t are reordered, so it sees which tokens came, not when. (08 showed the
 # unmasked case: reorder all tokens and the outputs reorder with them.) Stacked
