@@ -30,6 +30,7 @@ NAMES = grading.assignments()
 #: inputs with a seeded generator too.
 IDIOMS = {"gen = torch.Generator().manual_seed(seed)"}
 VENV_BIN = Path(sys.executable).parent
+REPORTS = grading.ROOT / "reports" / "selfcheck"
 
 
 def _wheel_into(site: Path, build: Path) -> None:
@@ -187,6 +188,12 @@ def _sections(printed: str) -> dict[str, str]:
     return found
 
 
+def _total(report: str) -> str:
+    """The ``points/most`` of a report's total line."""
+    found = re.search(r"(\d+(\.\d+)?/\d+(\.\d+)?); written", report)
+    return found[1] if found else "-"
+
+
 def _same(text: str) -> str:
     """A report with its numbers as ``#``: the largest error of a float
     computation may differ in its last digits from one process to another."""
@@ -228,6 +235,15 @@ def test_course_check_gives_what_course_grade_gives(machine, graded, kind):
     proc = _run(env, home, *args)
     assert proc.returncode == (0 if kind == "right" else 1), proc.stderr[-3000:]
     sections = _sections(proc.stdout)
+    REPORTS.mkdir(parents=True, exist_ok=True)  # the comparison, for a reader
+    totals = [
+        f"{n} {_total(graded[kind][n])} {_total(sections.get(n, ''))}" for n in NAMES
+    ]
+    (REPORTS / f"{kind}.txt").write_text(
+        "assignment, course grade, course check (autograded points)\n"
+        + "\n".join(totals)
+        + "\n"
+    )
     for name in NAMES:
         want = _same(graded[kind][name]).splitlines()
         got = _same(sections.get(name, "")).splitlines()[: len(want)]

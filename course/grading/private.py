@@ -5,8 +5,7 @@ virtual environment, its ``course`` package): the folder is readable by all. Par
 of it are the instructor's alone: the solutions and hidden tests (``source/``, and
 the tests' own correct and wrong answers, ``tests/``), the history that holds them
 (``.git``), the class's work and grades, the worked answers (unless the instructor
-gives them, :mod:`course.worked`), the notebooks' translation catalog (it holds
-the written answers' model answers), and the hints' texts, which on the hub
+gives them, :mod:`course.worked`), and the hints' texts, which on the hub
 come only from its hint service (:mod:`course.grading.hintservice`), whose
 record is what a hint costs. :func:`seal`, called by the hub as it starts (as
 root), takes every permission of "others" from each of them. The class's work is
@@ -79,8 +78,7 @@ def secrets(
     for lang in i18n.LOCALES:
         if lang != "en":
             po = i18n.catalog_path(lang, hintbook.TEXT_DOMAIN)
-            # the notebooks' catalog holds the written answers' model answers
-            paths += [po, po.with_suffix(".mo"), i18n.catalog_path(lang)]
+            paths += [po, po.with_suffix(".mo")]
     return [p for p in paths if p.exists()]
 
 
