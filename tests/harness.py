@@ -31,12 +31,6 @@ from pathlib import Path
 from course import grading
 from course.grading import cells
 
-SOLUTION = re.compile(  # nbgrader's solution markers, as whole lines
-    rf"^[ \t]*({re.escape(cells.BEGIN_SOLUTION)}|{re.escape(cells.END_SOLUTION)})"
-    r"[ \t]*\n?",
-    re.M,
-)
-
 
 @dataclass
 class Mutant:
@@ -182,7 +176,9 @@ def reference_answers(root: Path, assignment: str) -> dict[str, str]:
     out = {}
     for cell in nb["cells"]:
         if cells.is_answer(cell) and cell["cell_type"] == "code":
-            out[cells.grade_id(cell)] = SOLUTION.sub("", "".join(cell["source"]))
+            out[cells.grade_id(cell)] = cells.SOLUTION_LINE.sub(
+                "", "".join(cell["source"])
+            )
     return out
 
 

@@ -95,11 +95,6 @@ def test_the_student_runs_the_installed_course(machine):
     assert not any(Path(env["PYTHONPATH"]).rglob("source/*/*.py"))
 
 
-def _regions(text: str, begin: str, end: str) -> list[str]:
-    pattern = re.compile(rf"{re.escape(begin)}[^\n]*\n(.*?){re.escape(end)}", re.S)
-    return [m.strip() for m in pattern.findall(text) if m.strip()]
-
-
 def _answers() -> tuple[list[str], set[str]]:
     """Every solution region and mark scheme of both editions, and the lines of
     them that the released notebook does not give (the distinctive lines)."""
@@ -117,8 +112,9 @@ def _answers() -> tuple[list[str], set[str]]:
             nb = json.loads(grading.notebook_path(edition, "source", name).read_text())
             for cell in nb["cells"]:
                 text = "".join(cell["source"])
-                found = _regions(text, cells.BEGIN_SOLUTION, cells.END_SOLUTION)
+                found = [m[2].strip() for m in cells.SOLUTION_REGION.finditer(text)]
                 found += [m.strip() for m in cells.MARK_SCHEME.findall(text)]
+                found = [f for f in found if f]
                 regions += found
                 lines |= {
                     line.strip()

@@ -47,9 +47,9 @@ def test_no_answer_and_every_hidden_test_ships():
                     hidden += cells.BEGIN_HIDDEN in text
                 where = (lang, name, cells.grade_id(cell))
                 assert not cells.MARK_SCHEME.search(text), where
-                regions = list(shipped.REGION.finditer(text))  # each one empty
+                regions = list(cells.SOLUTION_REGION.finditer(text))  # each one empty
                 assert text.count(cells.BEGIN_SOLUTION) == len(regions), where
-                assert all(m[0] == m[1] + m[2] for m in regions), where
+                assert all(m[2] == "" for m in regions), where
             assert hidden, (lang, name)
 
 

@@ -41,6 +41,16 @@ BEGIN_HIDDEN = _marker(ClearHiddenTests, "begin_test_delimeter")
 END_HIDDEN = _marker(ClearHiddenTests, "end_test_delimeter")
 BEGIN_MARK_SCHEME = _marker(ClearMarkScheme, "begin_mark_scheme_delimeter")
 END_MARK_SCHEME = _marker(ClearMarkScheme, "end_mark_scheme_delimeter")
+#: A line that is one of nbgrader's solution markers (the line and its newline).
+SOLUTION_LINE = re.compile(
+    rf"^[ \t]*({re.escape(BEGIN_SOLUTION)}|{re.escape(END_SOLUTION)})[ \t]*\n?", re.M
+)
+#: A solution region of an answer cell: its begin marker's line (group 1), the
+#: solution (group 2) and its end marker (group 3).
+SOLUTION_REGION = re.compile(
+    rf"^([ \t]*{re.escape(BEGIN_SOLUTION)}[^\n]*\n)(.*?)(^[ \t]*{re.escape(END_SOLUTION)})",
+    re.M | re.S,
+)
 #: A mark scheme of a task cell (markdown: a line holding nbgrader's bare
 #: delimiter, e.g. ``=== BEGIN MARK SCHEME ===``); group 1 is the scheme.
 MARK_SCHEME = re.compile(

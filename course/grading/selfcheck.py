@@ -99,8 +99,8 @@ def run(
 
     ``course`` is the English course folder; ``lang`` picks its edition (an edition
     the folder lacks falls back to English); ``fixed_seeds`` as :func:`grade`.
-    ``then(assignment, scores, messages)``
-    runs after each report (the CLI records progress and suggests hints).
+    ``then(assignment, scores, messages)`` runs after each report (the CLI records
+    progress and suggests hints).
     """
     missing = [n for n in notebooks if not n.exists()]
     if missing:

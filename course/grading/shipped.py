@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from pathlib import Path
 
 from .. import i18n
@@ -31,9 +30,9 @@ from ..i18n import speaking, tell
 from ..worked import HIDDEN, TESTS_HEADING, seal
 from .cells import (
     BEGIN_HIDDEN,
-    BEGIN_SOLUTION,
-    END_SOLUTION,
     MARK_SCHEME,
+    SOLUTION_LINE,
+    SOLUTION_REGION,
     exercise,
     folder,
     grade_id,
@@ -48,19 +47,6 @@ SHIPPED = Path(__file__).resolve().parents[1] / "data" / "selfcheck"
 CONFIG = "nbgrader_config.py"
 
 
-#: A solution region of an answer cell: its markers are group 1 and 2.
-REGION = re.compile(
-    rf"^([ \t]*{re.escape(BEGIN_SOLUTION)}[^\n]*\n).*?(^[ \t]*{re.escape(END_SOLUTION)})",
-    re.M | re.S,
-)
-
-
-#: A line that is one of nbgrader's solution markers.
-SOLUTION_LINE = re.compile(
-    rf"^[ \t]*({re.escape(BEGIN_SOLUTION)}|{re.escape(END_SOLUTION)})[ \t]*\n?", re.M
-)
-
-
 def notebook(*, released: dict, source: dict) -> dict:
     """The shipped notebook of one assignment: ``released`` (the student's
     notebook as ``generate_assignment`` made it) with each test cell's source
@@ -73,8 +59,8 @@ def notebook(*, released: dict, source: dict) -> dict:
         cell["metadata"].get("nbgrader", {}).pop("checksum", None)
         if is_test(cell):
             cell["source"] = theirs[grade_id(cell)]
-        elif is_answer(cell) and REGION.search(theirs[grade_id(cell)]):
-            cell["source"] = REGION.sub(r"\1\2", theirs[grade_id(cell)])
+        elif is_answer(cell) and SOLUTION_REGION.search(theirs[grade_id(cell)]):
+            cell["source"] = SOLUTION_REGION.sub(r"\1\3", theirs[grade_id(cell)])
     return nb
 
 
@@ -134,9 +120,7 @@ def build(root: Path = ROOT) -> dict[Path, str]:
     return files
 
 
-def stale(root: Path = ROOT, *, shipped: Path = SHIPPED) -> list[Path]:
-    """The shipped files that differ from a fresh :func:`build` (or are extra)."""
-    fresh = build(root)
+def _stale(fresh: dict[Path, str], shipped: Path) -> list[Path]:
     found = {p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file()}
     wrong = [
         p
@@ -148,10 +132,15 @@ def stale(root: Path = ROOT, *, shipped: Path = SHIPPED) -> list[Path]:
     )
 
 
+def stale(root: Path = ROOT, *, shipped: Path = SHIPPED) -> list[Path]:
+    """The shipped files that differ from a fresh :func:`build` (or are extra)."""
+    return _stale(build(root), shipped)
+
+
 def write(root: Path = ROOT, *, shipped: Path = SHIPPED) -> list[Path]:
     """Bring the shipped course up to date with ``root``; the files it wrote."""
-    changed = stale(root, shipped=shipped)
     fresh = build(root)
+    changed = _stale(fresh, shipped)
     for path in changed:
         target = shipped / path
         if path in fresh:
