@@ -407,3 +407,31 @@ def course_lab(folder: Path, *, lang: str, assignment: str, notebook: dict):
     url = f"http://127.0.0.1:{port}"
     with serving(cmd, probe=f"{url}/api/status", log=folder / "lab.log", env=env):
         yield url, mine / f"{assignment}.ipynb"
+
+
+def late_penalties(db: str, assignment: str) -> dict[str, float]:
+    """``{student: late penalty}`` of ``assignment``'s submissions, from the
+    gradebook at ``db`` (a SQLAlchemy URL)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db) as gb:
+        return {
+            s.student.id: s.late_submission_penalty
+            for s in gb.assignment_submissions(assignment)
+        }
+
+
+def single_user_server(user: str) -> Path | None:
+    """``/proc/PID`` of ``user``'s running JupyterHub single-user server."""
+    import pwd
+
+    uid = pwd.getpwnam(user).pw_uid
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if proc.stat().st_uid == uid and (
+                b"jupyterhub-singleuser" in (proc / "cmdline").read_bytes()
+            ):
+                return proc
+        except OSError:  # it ended meanwhile
+            continue
+    return None

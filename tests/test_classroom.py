@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -233,18 +232,12 @@ def _ana_asks_two_hints(room: Classroom, page) -> list[str]:
 
 def _server_environment(user: str) -> dict[str, str]:
     """The environment of the user's running single-user server, from /proc."""
-    uid = pwd.getpwnam(user).pw_uid
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if proc.stat().st_uid != uid:
-                continue
-            if b"jupyterhub-singleuser" not in (proc / "cmdline").read_bytes():
-                continue
-            pairs = (proc / "environ").read_bytes().decode().split("\0")
-        except OSError:  # it ended meanwhile
-            continue
-        return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
-    return {}
+    proc = services.single_user_server(user)
+    try:
+        pairs = (proc / "environ").read_bytes().decode().split("\0") if proc else []
+    except OSError:  # it ended meanwhile
+        pairs = []
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
 
 
 def _clear_hint_charges(room: Classroom, student: str, assignment: str) -> int:
@@ -318,16 +311,6 @@ def _ana_reads_feedback(room: Classroom, page) -> str:
     page.wait_for_selector("text=Score", timeout=60000)
     page.screenshot(path=SHOTS / "student-feedback.png", full_page=True)
     return feedback.read_text()
-
-
-def _late_penalties(room: Classroom, assignment: str) -> dict[str, float]:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(room.db) as gb:
-        return {
-            s.student.id: s.late_submission_penalty
-            for s in gb.assignment_submissions(assignment)
-        }
 
 
 def _ben_and_cy_submit(room: Classroom) -> None:
@@ -453,7 +436,7 @@ def test_release_submit_grade_feedback(classroom):
     ben = scores[A05][BEN]
     assert ben["test_softmax_stable"] == (1, 1)  # his first submission lost this
     assert ben["test_attention_scores_values"][0] == 0  # ... and his second this
-    late = _late_penalties(room, A05)
+    late = services.late_penalties(room.db, A05)
     assert late[BEN] == sum(s for s, _ in ben.values()) > 0  # penalty "zero"
     assert late[CY] == 0
     assert f"flagged {CY}/{A05}" in graded, graded

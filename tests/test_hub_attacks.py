@@ -233,7 +233,9 @@ def _story(hub: Hub, listener: Listener, seen: dict) -> None:
     seen["collect"] = hub.run(TEACHER, f"{BIN}/nbgrader", "collect", A01)
     seen["scan"], seen["grade"] = _grade_while_mal_scans(hub)
     seen["scores"] = grading.cell_scores(hub.course, A01)
-    seen["late"] = _late_penalties(hub)
+    seen["late"] = services.late_penalties(
+        f"sqlite:///{hub.course / 'gradebook.db'}", A01
+    )
     seen["mal_reads_ana"] = services.can_read(MAL, hub.homes[ANA] / "diary.txt")
     hub.run(TEACHER, f"{BIN}/course", "feedback", A01)
     hub.run(TEACHER, f"{BIN}/course", "report")
@@ -320,29 +322,14 @@ def _grade_while_mal_scans(hub: Hub) -> tuple[dict, str]:
     return found, graded
 
 
-def _late_penalties(hub: Hub) -> dict[str, float]:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(f"sqlite:///{hub.course / 'gradebook.db'}") as gb:
-        return {
-            s.student.id: s.late_submission_penalty
-            for s in gb.assignment_submissions(A01)
-        }
-
-
 def _server_umask(user: str) -> str:
     """The umask of ``user``'s running single-user server, from /proc."""
-    uid = pwd.getpwnam(user).pw_uid
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if proc.stat().st_uid != uid:
-                continue
-            if b"jupyterhub-singleuser" in (proc / "cmdline").read_bytes():
-                status = (proc / "status").read_text().splitlines()
-                return next(ln.split()[1] for ln in status if ln.startswith("Umask"))
-        except OSError:
-            continue
-    return "no server"
+    proc = services.single_user_server(user)
+    try:
+        status = (proc / "status").read_text().splitlines() if proc else []
+    except OSError:  # it ended meanwhile
+        status = []
+    return next((ln.split()[1] for ln in status if ln.startswith("Umask")), "no server")
 
 
 def _opened(page, path: Path) -> dict:

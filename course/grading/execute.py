@@ -39,6 +39,7 @@ from .cells import error_output
 from .enames import NOT_RUN
 from .environment import MEMORY_ENV
 from .flags import mark_truncated
+from .inside import Policy
 from .kernels import LimitedKernelManager, PromptClient
 from .restart import RestartingExecute
 
@@ -58,7 +59,8 @@ class GuardedExecute(RestartingExecute):
     ).tag(config=True)
 
     max_processes = Integer(
-        64, help="Processes per kernel, itself included (where a pids cgroup exists)."
+        Policy.processes,
+        help="Processes per kernel, itself included (where a pids cgroup exists).",
     ).tag(config=True)
     notebook_timeout = Float(
         0, help="Seconds for the whole notebook; later cells are not run (0: none)."
@@ -76,10 +78,12 @@ class GuardedExecute(RestartingExecute):
         "(self-study); 'off' runs kernels as the grader.",
     ).tag(config=True)
     cpu_limit = Integer(
-        1800, help="Sandbox: CPU seconds per kernel, all its processes' threads."
+        Policy.cpu_seconds,
+        help="Sandbox: CPU seconds per kernel, all its processes' threads.",
     ).tag(config=True)
     scratch_size = Float(
-        256.0, help="Sandbox: MiB of each writable folder (home, /tmp, cwd)."
+        Policy.scratch / 2**20,
+        help="Sandbox: MiB of each writable folder (home, /tmp, cwd).",
     ).tag(config=True)
 
     max_output = Float(
@@ -121,7 +125,7 @@ class GuardedExecute(RestartingExecute):
         return reason is None
 
     def _policy(self) -> sandbox.Policy:
-        return sandbox.Policy(
+        return Policy(
             memory=int(self.memory_limit * 2**30),
             cpu_seconds=self.cpu_limit,
             file_size=int(self.scratch_size * 2**20),

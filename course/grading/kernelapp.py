@@ -1,5 +1,5 @@
 """The grading kernel's application: ipykernel's, which seals its sandbox's IPC
-folder (:func:`course.grading.sandbox.seal`) once its sockets are bound and before
+folder (:func:`course.grading.inside.seal`) once its sockets are bound and before
 it runs a line of the notebook.
 
 ``python -m course.grading.kernelapp`` takes ``ipykernel_launcher``'s arguments.

@@ -125,6 +125,13 @@ def _add(rules, action, name: str, *args) -> None:
         pass
 
 
+def cap_address_space(memory: int) -> None:
+    """Cap the calling process's address space at ``memory`` bytes (0: no cap):
+    the memory limit of a kernel, sandboxed or not."""
+    if memory:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+
 def limit(
     *, memory: int | None, cpu_seconds: int, file_size: int, processes: int | None
 ) -> None:
@@ -139,9 +146,8 @@ def limit(
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_NOFILE, 1024),
     ]
-    if memory:
-        caps.append((resource.RLIMIT_AS, memory))
     if processes:
         caps.append((resource.RLIMIT_NPROC, processes))
     for which, value in caps:
         resource.setrlimit(which, (value, value))
+    cap_address_space(memory or 0)

@@ -25,7 +25,6 @@ import collections
 import contextlib
 import json
 import os
-import resource
 import select
 import signal
 import socket
@@ -34,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import contain, inside, sandbox, zygote
+from . import contain, inside, lockdown, sandbox, zygote
 from .environment import MEMORY_ENV, kernel_env, public_env
 
 SOCKET_ENV = "COURSE_WARM_SOCKET"
@@ -84,8 +83,7 @@ def _cold(argv: list[str], memory: str | None, policy: str | None) -> None:
         env = {**kernel_env(os.environ), inside.SEAL_ENV: os.environ[inside.SEAL_ENV]}
         app = [sys.executable, "-m", "course.grading.kernelapp"]
         os.execve(sys.executable, app + argv, env)
-    if memory:
-        resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
+    lockdown.cap_address_space(int(memory or 0))
     os.execv(sys.executable, python + argv)
 
 

@@ -20,16 +20,17 @@ code (a line) as it exits.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
 import random
-import resource
 import signal
 import socket
 import sys
 import threading
 
-from . import contain, nbgrader_app, sandbox
+from . import contain, lockdown, nbgrader_app, sandbox
 from .lean import import_jsonschema_lean
 
 HEADER = 64  # bytes of a request's header, padded with spaces
@@ -61,21 +62,10 @@ def _preload() -> None:
     import tornado.platform.asyncio  # noqa: F401
 
     from course import checks, models, viz  # noqa: F401
-    from course.checks import (  # noqa: F401
-        attention,
-        config,
-        heads,
-        layer,
-        oracles,
-        outputs,
-        pictures,
-        positions,
-        softmax,
-        split,
-        transformer,
-        warm,
-    )
+    from course.checks import warm
 
+    for module in pkgutil.iter_modules(checks.__path__):  # every notebook's checks
+        importlib.import_module(f"{checks.__name__}.{module.name}")
     models.load()
     warm.warm_up()  # the oracle model, its neuron view and its visible cases
     # What an nbgrader process forked from here needs: the app and the judge, the
@@ -162,9 +152,8 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
         _take_over(conn, request, fds=fds)
         contain.enter_box(request["env"])
     sys.path[0] = request["cwd"]
-    if request.get("memory"):  # without a sandbox (its policy caps the memory)
-        limit = int(request["memory"])
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    # without a sandbox (its policy caps the memory)
+    lockdown.cap_address_space(int(request.get("memory") or 0))
     import numpy
     import torch
 
