@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 ARGS   ?=
 
-.PHONY: help setup services browser proxy hub lab test lint format notebooks release grade feedback report check clean
+.PHONY: help setup services browser cjk-font proxy hub lab test lint format notebooks release grade feedback report check clean
 
 help:  ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,7 +25,7 @@ services:  ## Install Debian's PostgreSQL server for the gradebook tests (root o
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
-lab: setup  ## Set up, copy release/ to mywork/ and open it in JupyterLab (LANG=zh: 中文版)
+lab: setup $(if $(filter zh,$(LANG)),cjk-font)  ## Set up, copy release/ to mywork/ and open it in JupyterLab (LANG=zh: 中文版)
 	$(if $(filter command line,$(origin LANG)),COURSE_LANG=$(LANG) )$(BIN)/python -m course lab
 
 browser:  ## Install Debian's Chromium and a Chinese font for the browser tests (root or sudo)
@@ -33,6 +33,12 @@ browser:  ## Install Debian's Chromium and a Chinese font for the browser tests 
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null; }
+
+cjk-font:  ## Linux without a Chinese font: install one for the plots (root or sudo)
+	@[ "$$(uname)" != Linux ] || fc-list :lang=zh 2>/dev/null | grep -q . || { \
+	  command -v apt-get >/dev/null || { echo "Install a Chinese font (Noto Sans CJK SC)"; exit 0; }; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq fonts-wqy-microhei >/dev/null; }
 
 hub/node_modules/.bin/configurable-http-proxy: hub/package.json hub/package-lock.json
 	npm ci --prefix hub --no-audit --no-fund --loglevel=error

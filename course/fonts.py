@@ -1,9 +1,9 @@
 """Chinese text in matplotlib: one rule for the notebooks' plots and the class report.
 
 matplotlib's default fonts have no CJK glyphs, so Chinese titles and labels draw as
-boxes. :func:`use_cjk_fonts` puts a CJK font first (the first one installed:
-Debian's fonts-wqy-microhei, which ``make test`` installs, or Noto CJK); it also
-draws Latin letters and digits. :func:`follow_language` does so in the Chinese
+boxes. :func:`use_cjk_fonts` puts the CJK fonts of Linux, macOS and Windows first
+(:data:`CJK_FONTS`; matplotlib draws with the first one installed); each also draws
+Latin letters and digits. :func:`follow_language` does so in the Chinese
 edition (``COURSE_LANG=zh``, which the Chinese course's nbgrader config and
 ``make lab LANG=zh`` set for every kernel) once pyplot is loaded: the notebooks
 import pyplot before the ``course`` package, whose import calls it.
@@ -14,8 +14,33 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC"]
-CJK_FILES = ("wqy-microhei", "notosanscjk")
+#: Simplified-Chinese fonts, the first installed one is used: Linux's (Debian's
+#: fonts-wqy-microhei, which ``make test`` and ``make lab LANG=zh`` install; Noto and
+#: Source Han, Google's and Adobe's), macOS's, then Windows'.
+CJK_FONTS = [
+    "WenQuanYi Micro Hei",
+    "Noto Sans CJK SC",
+    "Noto Sans SC",
+    "Source Han Sans SC",
+    "PingFang SC",
+    "Hiragino Sans GB",
+    "Heiti SC",
+    "Microsoft YaHei",
+    "SimHei",
+]
+#: Pieces of those fonts' file names, lower case: an installed font that
+#: matplotlib's font cache (made before it was installed) does not know yet.
+CJK_FILES = (
+    "wqy-microhei",
+    "notosanscjk",
+    "notosanssc",
+    "sourcehansans",
+    "pingfang",
+    "hiragino sans gb",
+    "stheiti",
+    "msyh",
+    "simhei",
+)
 
 
 def use_cjk_fonts(plt=None) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import gettext
 import os
+import re
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -72,10 +73,21 @@ def say(message: str, /, **fields) -> str:
     speak English.
     """
     table = compiled("verdicts")
-    if table is not None:
-        message = table.gettext(message)
-        fields = {k: _field(table, v) for k, v in fields.items()}
-    return message.format(**fields) if fields else message
+    if table is None:
+        return message.format(**fields) if fields else message
+    message = table.gettext(message)
+    fields = {k: _field(table, v) for k, v in fields.items()}
+    return _han_joined(message.format(**fields) if fields else message)
+
+
+#: A space between two Han characters: written nowhere in the catalogs, it comes
+#: from a template's space beside a field that is Chinese itself ("{name} 含有").
+_HAN_SPACE = re.compile(r"(?<=[\u4e00-\u9fff]) +(?=[\u4e00-\u9fff])")
+
+
+def _han_joined(text: str) -> str:
+    """``text`` with no space between two Han characters."""
+    return _HAN_SPACE.sub("", text)
 
 
 def _field(table: gettext.GNUTranslations, value):

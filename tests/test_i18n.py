@@ -212,7 +212,10 @@ MARKS = {"say", "fail", "N_"}
 CODE = re.compile(r"[\w.]+\(.*\)")  # a call, e.g. the name of what is checked
 DOTTED = re.compile(r"\w+(\.\w+)+")  # a module, e.g. torch.utils.cpp_extension
 OPTION = re.compile(r"--[\w.-]+(=\S*)?")  # a command-line option, e.g. --force
-PROSE = re.compile(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}")
+PROSE = re.compile(
+    r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}"  # a sentence
+    r"|^[A-Za-z]+(?:'s)? [A-Za-z' ]*[A-Za-z]$"  # or a phrase: "a BERT layer"
+)
 WORD = re.compile(r"(?<![\w.])[A-Za-z]{3,}(?![\w.(])")  # a word, not a name
 ENGLISH_KEYS = {  # matched against torch's messages, which are English
     "view size is not compatible",
@@ -594,6 +597,11 @@ VARIANTS = {
     "小小的": "小型",
     "往前 3 步": "3 个位置之前",
     "单位正态": "标准正态",
+    "滑动最大值": "累计最大值",  # a running max; 滑动 is a sliding window's
+    "滑动和": "累计和",
+    "遮挡": "屏蔽",
+    "头大小": "头维度",
+    "隐藏层大小": "隐藏维度",
 }
 _CODE = re.compile(r"```[\s\S]*?```|`[^`\n]*`|\$\$[\s\S]*?\$\$|\$[^$\n]*\$")
 _HAN = "\u4e00-\u9fff"
@@ -603,7 +611,7 @@ def _chinese_pieces() -> list[tuple[str, str, str]]:
     """``(catalog, msgid, msgstr)`` of every catalog's translations."""
     return [
         (domain, m.id, m.string)
-        for domain in ("notebooks", "verdicts", "hints")
+        for domain in ("notebooks", "verdicts", "hints", "hinttexts")
         for m in catalogs.read_catalog(i18n.catalog_path("zh", domain))
         if m.id and m.string
     ]
@@ -649,3 +657,72 @@ def test_sentences_follow_full_width_punctuation_at_once_and_others_after_a_spac
     assert i18n.sentences("Try again.", None, "It costs 1.") == "Try again. It costs 1."
     assert i18n.sentences("再试一次。", "", "扣 1 分。") == "再试一次。扣 1 分。"
     assert i18n.sentences(None, "一句。") == "一句。"
+
+
+_FULL = "，。：；！？、）」』”"
+#: A line break in Chinese prose that markdown draws as a space: after full-width
+#: punctuation, or between two Han characters (not before a list item, heading,
+#: table row, quote, marker line or blank line).
+_SOFT_BREAK = re.compile(
+    rf"(?:(?<=[{_FULL}])|(?<=[{_HAN}])(?=[ \t]*[{_HAN}]))\n"
+    r"(?![ \t]*(?:[-*+] |\d+\. |#|\n|\||>|=|<))"
+)
+_BOLD_COLON = re.compile(r"\*\*[^*\n]*[：:]\*\*")
+_ITALIC_HAN = re.compile(
+    rf"(?<![*A-Za-z0-9_])\*(?![*\s])[^*\n]*[{_HAN}][^*\n]*?(?<!\s)\*(?![*A-Za-z0-9_])"
+)
+_HAN_SPACE_HAN = re.compile(rf"[{_HAN}] +[{_HAN}]")
+_GLOSSED = {"pre-LN": "前置层归一化", "post-LN": "后置层归一化"}
+
+
+def _typography(text: str) -> list[str]:
+    """What d2l-zh's typography would not print in one Chinese piece."""
+    prose = re.sub(r"```[\s\S]*?```|\$\$[\s\S]*?\$\$", " ", text)
+    found = [f"a soft line break: {prose[m.start() - 8 : m.end() + 8]!r}"
+             for m in _SOFT_BREAK.finditer(prose)]  # fmt: skip
+    found += [
+        f"a colon inside bold: {m.group()!r}" for m in _BOLD_COLON.finditer(prose)
+    ]
+    found += [f"italic Chinese: {m.group()!r}" for m in _ITALIC_HAN.finditer(prose)]
+    outside_code = re.sub(r"`[^`]*`", "`", prose)
+    found += [
+        f"a space between Han characters: {m.group()!r}"
+        for m in _HAN_SPACE_HAN.finditer(outside_code)
+    ]
+    found += [
+        f"{term} without {gloss}"
+        for term, gloss in _GLOSSED.items()
+        if term in outside_code and gloss not in outside_code
+    ]
+    return found
+
+
+def test_chinese_typography_follows_d2l_zh():
+    """Every Chinese piece of every catalog: no soft line break that draws as a
+    space, no colon inside a bold label, no italic Chinese, no space between Han
+    characters, pre-LN and post-LN glossed where they are used."""
+    problems = [
+        f"{domain}: {msgid[:40]!r}: {problem}"
+        for domain, msgid, text in _chinese_pieces()
+        for problem in _typography(text)
+    ]
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_typography_rules_find_what_they_name():
+    """The control: each rule finds the review's own examples."""
+    assert _typography("BERT（MiniLM：\n6 层）")[0].startswith("a soft line break")
+    assert _typography("**诊断：** 看这里")[0].startswith("a colon inside bold")
+    assert _typography("它的*列*")[0].startswith("italic Chinese")
+    assert _typography("热力图 含有")[0].startswith("a space between Han")
+    assert _typography("BERT 是 post-LN") == ["post-LN without 后置层归一化"]
+    assert _typography("第 h 个头是特征的\n`h*d`，见下。\n\n* 列表") == []
+
+
+def test_a_chinese_field_leaves_no_space_between_han_characters(monkeypatch):
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    image = i18n.say("the heatmap's image")
+    said = i18n.say("{name} contains NaN or inf.", name=image)
+    assert said.startswith(image + "含有"), said
+    named = i18n.say("{name} contains NaN or inf.", name="probs")
+    assert named.startswith("probs 含有"), named  # a code name keeps its space

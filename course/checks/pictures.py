@@ -12,7 +12,7 @@ import torch
 
 from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
-from ..i18n import N_
+from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import SAMPLE_TEXTS, call, expect_close, fail
 
@@ -69,7 +69,7 @@ def _expect_heatmap(fn, probs, tokens, given_ax: bool) -> None:
     expect_close(
         got["image"],
         probs.double(),
-        "the heatmap's image",
+        say("the heatmap's image"),
         diagnose={TRANSPOSED: probs.double().T},
         what="probs",
     )
