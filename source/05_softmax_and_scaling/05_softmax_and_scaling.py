@@ -234,8 +234,8 @@ def dot_product_std(d_k, n_samples, seed):
 for d_k in (1, 16, 64, 256):
     unscaled, scaled = dot_product_std(d_k, 20000, 0)
     print(
-        f"d_k={d_k:>3}: std of q.k {unscaled:6.2f}, / sqrt(d_k) {scaled:.2f},"
-        f" / d_k {unscaled / d_k:.3f}"
+        f"d_k={d_k:>3}: std of q.k {unscaled:6.2f}, / sqrt(d_k) {scaled:.2f}"
+        f", divided by d_k {unscaled / d_k:.3f}"
     )
 
 # %% [markdown]
