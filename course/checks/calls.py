@@ -104,7 +104,7 @@ def call(
     cache : dict, optional
         Reuse an earlier outcome of the same call (``fn`` and inputs) kept here.
     """
-    name = name or getattr(fn, "__name__", "your function")
+    name = name or getattr(fn, "__name__", None) or N_("your function")
 
     def run() -> Outcome:
         key = (id(fn), evidence.digest(name, args, kwargs))

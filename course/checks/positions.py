@@ -16,7 +16,7 @@ from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
-from . import call, equal, expect_close, expect_shape, fail
+from . import CheckFailed, call, equal, expect_close, expect_shape, fail
 from .positions_causal import (  # noqa: F401 - the notebook's masks, and the grader's
     CAUSAL,
     causal_attention_context,
@@ -38,8 +38,29 @@ def sinusoid_oracle(max_len: int, d_model: int) -> torch.Tensor:
     return pairs[:, :d_model]
 
 
+def _encoding(fn, max_len: int, d_model: int) -> torch.Tensor:
+    """The student's encoding; where only an odd width raises, the verdict says
+    what an odd width needs."""
+    try:
+        return call(fn, max_len, d_model, name="sinusoidal_encoding")
+    except CheckFailed as err:
+        if d_model % 2 == 0:
+            raise
+        fail(
+            "sinusoidal_encoding({max_len}, {d_model}) fails for an odd d_model: "
+            "it has one more sin column than cos columns (sin in columns 0, 2, "
+            "..., {last}; cos in 1, 3, ..., {before}), so fill the cos columns "
+            "with the first d_model // 2 frequencies only. {verdict}",
+            max_len=max_len,
+            d_model=d_model,
+            last=d_model - 1,
+            before=d_model - 2,
+            verdict=str(err),
+        )
+
+
 def _expect_pe(fn, max_len: int, d_model: int) -> None:
-    got = call(fn, max_len, d_model, name="sinusoidal_encoding")
+    got = _encoding(fn, max_len, d_model)
     want = sinusoid_oracle(max_len, d_model)
     expect_shape(
         got,
@@ -98,13 +119,21 @@ def sinusoidal_values(fn) -> None:
     _expect_pe(fn, 50, 16)
 
 
+#: The widths sinusoidal_random tries: three even ones (the first with several
+#: (sin, cos) pairs, which alternated or concatenated differ), then an odd one.
+FIRST_WIDTHS = (6, 32, 128)
+EVEN_WIDTHS = (2, 6, 32, 128)
+ODD_WIDTHS = (3, 5, 7, 33)
+
+
 def sinusoidal_random(fn, seed: int) -> None:
-    """Other lengths and widths, odd widths included; the first width has several
-    (sin, cos) pairs, which alternated or concatenated differ."""
+    """Other lengths and widths, an odd width always among them (last: a mistake
+    that shows at every width is named first)."""
     rng = random.Random(seed)
-    for i in range(4):
-        widths = [6, 32, 128, 7] if i == 0 else [2, 6, 32, 128, 7]
-        _expect_pe(fn, rng.randint(1, 200), rng.choice(widths))
+    widths = [rng.choice(FIRST_WIDTHS), rng.choice(EVEN_WIDTHS)]
+    widths += [rng.choice(EVEN_WIDTHS), rng.choice(ODD_WIDTHS)]
+    for d_model in widths:
+        _expect_pe(fn, rng.randint(1, 200), d_model)
 
 
 class AddPositions(torch.nn.Module):
@@ -173,7 +202,7 @@ def permutation_check_bert(fn) -> None:
     g = torch.Generator().manual_seed(0)
     hidden = torch.randn(2, 6, 32, generator=g, dtype=PERM_DTYPE)
     perm = torch.tensor([3, 0, 5, 1, 4, 2])
-    _expect_perm(fn, layer, hidden, perm, truth=True, what="a BERT layer")
+    _expect_perm(fn, layer, hidden, perm, truth=True, what=say("a BERT layer"))
 
 
 def permutation_check_positions(fn) -> None:
@@ -204,7 +233,7 @@ def permutation_check_random(fn, seed: int) -> None:
         perm = torch.randperm(T, generator=g)
         while equal(perm, torch.arange(T)):
             perm = torch.randperm(T, generator=g)
-        _expect_perm(fn, layer, hidden, perm, truth=True, what="a BERT layer")
+        _expect_perm(fn, layer, hidden, perm, truth=True, what=say("a BERT layer"))
         _expect_perm(
             fn,
             AddPositions(layer, heads * 8),

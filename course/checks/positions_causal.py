@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ..i18n import N_, say
-from . import call, equal, expect_close, expect_shape, fail, forbid
+from . import CheckFailed, call, equal, expect_close, expect_shape, fail, forbid
 
 _sdpa = F.scaled_dot_product_attention
 SWAPPED = N_(
@@ -76,11 +76,21 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
         [(F, "scaled_dot_product_attention")],
         CAUSAL,
     ):
-        got = call(fn, Q.clone(), K.clone(), V.clone(), name="causal_attention")
+        got = _unbatched_named(fn, Q, K, V)
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail("causal_attention should return a pair (probs, context).")
     probs, context = got
     T = Q.shape[-2]
+    if Q.dim() == 2 and getattr(probs, "shape", None) != (T, T):
+        fail(
+            "causal_attention on an unbatched (T, d) input, Q of shape {shape}, "
+            "returned probs of shape {got}; want ({T}, {T}): take T and the "
+            "transpose from the last two dims only, and give the mask no batch "
+            "dim of its own.",
+            shape=tuple(Q.shape),
+            got=tuple(getattr(probs, "shape", ())),
+            T=T,
+        )
     eye = torch.eye(T, dtype=torch.float64).expand(*Q.shape[:-2], T, T)
     want_p = _sdpa(Q.double(), K.double(), eye, is_causal=True)
     want_c = _sdpa(Q.double(), K.double(), V.double(), is_causal=True)
@@ -119,6 +129,28 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
         )
 
 
+def _unbatched_named(fn, Q, K, V):
+    """The student's (probs, context); where an unbatched (T, d) input raises, the
+    verdict says it is the unbatched input."""
+    try:
+        return call(fn, Q.clone(), K.clone(), V.clone(), name="causal_attention")
+    except CheckFailed as err:
+        if Q.dim() != 2:
+            raise
+        fail(
+            "causal_attention fails on an unbatched (T, d) input, Q of shape "
+            "{shape}: Q, K, V are (..., T, d), with any number of batch dims, "
+            "none too. {verdict}",
+            shape=tuple(Q.shape),
+            verdict=str(err),
+        )
+
+
+#: The batch dims causal_attention_random tries, in order: (B, H), (B,), none
+#: (an unbatched (T, d) input), then drawn ones.
+BATCH_DIMS = (2, 1, 0)
+
+
 def _qkv(seed, *shape):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(*shape, generator=g) for _ in range(3))
@@ -135,11 +167,11 @@ def causal_attention_context(fn) -> None:
 
 
 def causal_attention_random(fn, seed: int) -> None:
-    """Other shapes, without batch dims too."""
+    """Other shapes: two batch dims, one, none (an unbatched (T, d) input), then
+    drawn ones."""
     rng = random.Random(seed)
-    for i in range(4):
-        shape = [rng.randint(1, 3) for _ in range(rng.randint(0, 2))] + [
-            rng.randint(1, 8),
-            rng.choice([2, 16]),
-        ]
+    counts = [*BATCH_DIMS, rng.randint(0, 2)]
+    for i, count in enumerate(counts):
+        shape = [rng.randint(1, 3) for _ in range(count)]
+        shape += [rng.randint(1, 8), rng.choice([2, 16])]
         _expect_causal_attention(fn, *_qkv(seed + i, *shape), part="all")
