@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from course.grading.environment import threads
+from course.grading import warm
+from course.grading.environment import threads, tool_env
 
 # Two test workers share two cores: one torch thread each. Two pools of OpenMP
 # threads spinning on the same cores made the in-process checks up to 15x slower.
@@ -25,3 +26,15 @@ def bert_base_sized(tmp_path_factory):
     BertModel(BertConfig()).save_pretrained(path)
     models.load_tokenizer().save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def warm_env(tmp_path_factory):
+    """The environment of a zygote that has imported torch and loaded the model, as
+    ``course grade``'s workers keep one: nbgrader and its kernels forked from it
+    (``harness.autograde(..., warm_env=...)``) skip the interpreter's start."""
+    tmp = tmp_path_factory.mktemp("zygote")
+    zygote, env = warm.start(tmp, tool_env())
+    assert warm.wait_ready(zygote, env), (tmp / "zygote.log").read_text()
+    yield env
+    warm.stop(zygote)

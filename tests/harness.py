@@ -8,11 +8,10 @@ A fixture module ``tests/fixtures/a<NN>.py`` (for assignment ``<NN>_...``) defin
   unusual forms (float64, einsum, hand-written library calls, other reduction
   orders), each checked on its own on many seeds (``tests/test_checks_seeds.py``,
   ``bench/seed_fairness.py``);
-* ``MUTANTS``: a list of :class:`Mutant`, each one wrong answer with the test cells it
-  must lose and a piece of the message each must show. Mutants of different cells
-  are graded together, round by round, in one submission per round;
-* ``ISOLATED = True`` (optional): one submission per mutant instead, for notebooks
-  whose later answers call earlier ones (list the downstream cells in ``fails``).
+* ``MUTANTS``: a list of :class:`Mutant`, each one wrong answer with every test cell
+  it must lose (those of later answers that call it too) and a piece of the message
+  each must show. Mutants of different cells that lose no test cell in common are
+  graded together, round by round, in one submission per round (:func:`rounds`).
 
 Every other test cell of a submission must keep its full points, so a mutant that
 drags down an unrelated exercise fails the test too.
@@ -22,14 +21,13 @@ from __future__ import annotations
 
 import ast
 import importlib
-import itertools
 import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from course import grading
-from course.grading import cells
+from course.grading import cells, warm
 
 
 @dataclass
@@ -223,6 +221,28 @@ def fill(release_nb: dict, answers: dict[str, str]) -> dict:
     return nb
 
 
+def rounds(mutants: list[Mutant]) -> list[list[Mutant]]:
+    """The mutants packed into rounds, first fit in their order: in a round no two
+    share an answer cell or a test cell they must lose, so each test cell that fails
+    in a round's submission fails for one mutant, the one whose message it must show.
+    """
+    packed: list[list[Mutant]] = []
+    for mutant in mutants:
+        fits = (
+            r
+            for r in packed
+            if all(
+                m.cell != mutant.cell and not m.fails.keys() & mutant.fails for m in r
+            )
+        )
+        round_ = next(fits, None)
+        if round_ is None:
+            packed.append([mutant])
+        else:
+            round_.append(mutant)
+    return packed
+
+
 def submissions(root: Path, assignment: str) -> dict[str, tuple[dict, dict[str, str]]]:
     """``{student: (notebook, {failing test cell: message piece})}``."""
     fixtures = fixture_module(assignment)
@@ -234,32 +254,34 @@ def submissions(root: Path, assignment: str) -> dict[str, tuple[dict, dict[str, 
         "reference": (fill(release_nb, reference), {}),
         "alternatives": (fill(release_nb, {**reference, **fixtures.ALTERNATIVES}), {}),
     }
-    if getattr(fixtures, "ISOLATED", False):
-        for k, m in enumerate(fixtures.MUTANTS):
-            subs[f"mutant{k}"] = (
-                fill(release_nb, {**reference, m.cell: m.code}),
-                dict(m.fails),
-            )
-        return subs
-    by_cell = itertools.groupby(
-        sorted(fixtures.MUTANTS, key=lambda m: m.cell), lambda m: m.cell
-    )
-    columns = [list(group) for _, group in by_cell]
-    for k, round_ in enumerate(itertools.zip_longest(*columns)):
-        mutants = [m for m in round_ if m is not None]
+    for k, mutants in enumerate(rounds(fixtures.MUTANTS)):
         answers = {**reference, **{m.cell: m.code for m in mutants}}
         expected = {cell: piece for m in mutants for cell, piece in m.fails.items()}
         subs[f"mutants{k}"] = (fill(release_nb, answers), expected)
     return subs
 
 
-def autograde(root: Path, assignment: str, subs: dict) -> tuple[dict, dict]:
-    """Submit, autograde, and return ``(cell_scores, {student: cell_messages})``."""
+def autograde(
+    root: Path, assignment: str, subs: dict, *, warm_env: dict | None = None
+) -> tuple[dict, dict]:
+    """Submit, autograde, and return ``(cell_scores, {student: cell_messages})``.
+
+    With ``warm_env`` (a zygote's, the ``warm_env`` fixture) nbgrader and its
+    kernels are forked warm, as ``course grade`` runs them; else nbgrader starts
+    cold, as an instructor's ``nbgrader autograde`` does.
+    """
     for student, (nb, _) in subs.items():
         path = grading.notebook_path(root, "submitted", assignment, student=student)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(nb))
-    grading.nbgrader("autograde", assignment, "--force", root=root)
+    if warm_env is None:
+        grading.nbgrader("autograde", assignment, "--force", root=root)
+    else:
+        argv = ["autograde", assignment, "--force", f"--CourseDirectory.root={root}"]
+        argv.append(f"--Execute.kernel_name={warm.KERNEL}")
+        env = {**warm_env, "PYTHONWARNINGS": "ignore"}
+        ran = warm.nbgrader(argv, cwd=str(root), env=env, timeout=3600)
+        assert ran is not None and ran[1] == 0 and ran[3], ran and ran[0][-3000:]
     scores = grading.cell_scores(root, assignment)
     messages = {
         s: grading.cell_messages(

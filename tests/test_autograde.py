@@ -50,13 +50,13 @@ GRADED = [a for a in grading.assignments() if _has_fixtures(a)]
 
 
 @pytest.mark.parametrize("assignment", GRADED)
-def test_fixture_submissions_land_where_they_should(assignment, tmp_path):
+def test_fixture_submissions_land_where_they_should(assignment, tmp_path, warm_env):
     root = grading.make_course(tmp_path / "course")
     grading.release([assignment], root)
     subs = submissions(root, assignment)
     release = grading.notebook_path(root, "release", assignment).read_text()
     subs["blank"] = (json.loads(release), None)
-    scores, messages = autograde(root, assignment, subs)
+    scores, messages = autograde(root, assignment, subs, warm_env=warm_env)
     cells = graded_cells(scores["reference"])
     assert len(cells) >= 2, "the assignment has too few autograded test cells"
     problems = [
@@ -74,13 +74,13 @@ def test_fixture_submissions_land_where_they_should(assignment, tmp_path):
     assert not problems, "\n".join(problems)
 
 
-def test_feedback_shows_verdicts_but_no_hidden_test_source(tmp_path):
+def test_feedback_shows_verdicts_but_no_hidden_test_source(tmp_path, warm_env):
     """Feedback of a wrong submission: the message is there, the hidden code is not."""
     assignment = GRADED[0]
     root = grading.make_course(tmp_path / "course")
     grading.release([assignment], root)
     subs = {k: v for k, v in submissions(root, assignment).items() if k == "mutants0"}
-    autograde(root, assignment, subs)
+    autograde(root, assignment, subs, warm_env=warm_env)
     grading.nbgrader("generate_feedback", assignment, "--force", root=root)
     html = (
         root / "feedback" / "mutants0" / assignment / f"{assignment}.html"
