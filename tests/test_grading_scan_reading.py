@@ -6,7 +6,7 @@ import re
 
 import nbformat
 import pytest
-from harness import fill, fixture_module, reference_answers
+from harness import correct_forms, fill, fixture_module, reference_answers
 
 from course import grading
 from course.grading.enames import SHORTCUT, TAMPERED
@@ -46,6 +46,7 @@ SOFTMAX_ROUTES = {
     "C": "import torch\nsoftmax = lambda s, dim=-1: torch._C._nn.softmax(s, dim)",
     "special": "import torch\nsoftmax = torch.special.softmax",
     "method": "def softmax(s, dim=-1):\n    return s.softmax(dim)",
+    "own_method_named_softmax": "class A:\n    def softmax(self, s, dim=-1):\n        return s.softmax(dim)\n\n\nsoftmax = A().softmax",
     "from_import": "from torch.nn.functional import softmax as sm\nsoftmax = sm",
     "getattr_literal": "import torch\nsoftmax = getattr(torch, 'softmax')",
     "module": "import torch\nsoftmax = lambda s, dim=-1: torch.nn.Softmax(dim)(s)",
@@ -107,11 +108,13 @@ def test_attention_weights_may_use_torch_softmax():
 
 @pytest.mark.parametrize("assignment", grading.assignments())
 def test_no_false_verdicts_on_the_course_answers(assignment):
-    """Reference answers, correct alternatives: nothing; a wrong-answer fixture:
-    at most the test cells it is meant to lose."""
+    """Every correct form (reference, alternatives, each in a helper and a class,
+    ``FORMS``): nothing; a wrong-answer fixture: at most the test cells it is meant
+    to lose."""
     fixtures = fixture_module(assignment)
-    assert shortcut_verdicts(_notebook(assignment, {})) == {}
-    assert shortcut_verdicts(_notebook(assignment, fixtures.ALTERNATIVES)) == {}
+    for label, answers, _ in correct_forms(assignment):
+        verdicts = shortcut_verdicts(_notebook(assignment, answers))
+        assert verdicts == {}, (label, verdicts)
     for mutant in fixtures.MUTANTS:
         nb = _notebook(assignment, {mutant.cell: mutant.code})
         extra = set(shortcut_verdicts(nb)) - set(mutant.fails)

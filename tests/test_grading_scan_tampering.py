@@ -30,7 +30,7 @@ FLAGGED = {
     "exec('x = 1')": "calls exec()",
     "__import__('torch').equal = print": "__import__",
     "torch.__dict__['equal'] = print": "__dict__",
-    "(1).__class__.__base__": "__class__",
+    "(1).__class__.__base__": "__base__",
     "open('/tmp/x', 'w').write('')": "writing",
     "os.environ['COURSE_MODEL'] = '/tmp'": "changes os.environ",
     "%%capture\ntorch.equal = print": "changes torch.equal",
@@ -42,9 +42,16 @@ FLAGGED = {
     "t = torch\nu = t.testing\nu.assert_close = print": "changes u.assert_close",
     "getattr(torch, 'testing').assert_close = print": "changes getattr",
     "type(model).forward = print": "changes type(model).forward",
+    "model.__class__.forward = print": "changes model.__class__.forward",
     "class Liar(torch.Tensor):\n    pass": "subclasses torch.Tensor",
     "class A:\n    def __eq__(self, other):\n        return True": "defines __eq__",
     "class A:\n    def __torch_function__(self, *a):\n        return True": "defines",
+    # a builtin is not shadowed where Python would not shadow it
+    "def f(x=input):\n    return x": "uses `input`",
+    "def f():\n    def g(input):\n        pass\n    return input()": "uses `input`",
+    "[x for input in [input]]": "uses `input`",
+    "class A:\n    input = 1\n    def f(self):\n        return input()": "uses `input`",
+    "def f():\n    global input\n    return input()": "uses `input`",
 }
 
 ALLOWED = [
@@ -59,6 +66,13 @@ ALLOWED = [
     "x = {}\nx['a'] = torch.zeros(2)",
     "y = torch.zeros(3)\ny[0] = 1.0\nW = F.softmax\nz = W(y, dim=0)",
     "class Head(torch.nn.Module):\n    def forward(self, x):\n        return x",
+    # a parameter or local named like a builtin (torch's own functions use `input`)
+    "def gelu(input):\n    return 0.5 * input * (1.0 + torch.tanh(input))",
+    "f = lambda input: input * 2",
+    "new = model.__class__(model.config)",
+    "seen = {id(p) for p in model.parameters()}",
+    "def f(t):\n    input = t + 1\n    return input",
+    "def f(xs):\n    return [vars for vars in xs]",
     "def f(:",  # a syntax error fails when run, like any other
 ]
 

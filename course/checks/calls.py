@@ -50,14 +50,48 @@ HINTS = {
         ".contiguous() before .view, or use .reshape."
     ),
     "must match the size of tensor b": N_(
-        " Hint: these shapes do not broadcast; e.g. a (B, T) mask must "
-        "become (B, 1, 1, T) to be added to (B, H, T, T) scores."
+        " Hint: these shapes do not broadcast: torch lines them up from the last "
+        "dim, and each pair of sizes must be equal or 1. A reduction keeps its dim "
+        "(as size 1) with keepdim=True; on more than 2 dims .T reverses them all, "
+        "where .transpose(-2, -1) swaps the last two."
     ),
     "cannot be multiplied": N_(
         " Hint: check which side needs a transpose; nn.Linear stores its "
         "weight as (out_features, in_features)."
     ),
 }
+#: The broadcast hint where the call was given a mask.
+MASK_BROADCAST = N_(
+    " Hint: these shapes do not broadcast; e.g. a (B, T) mask must "
+    "become (B, 1, 1, T) to be added to (B, H, T, T) scores."
+)
+
+
+def _hint(error: str, inputs: tuple) -> str:
+    """The hint for what torch said (empty if none): the mask's, for a shape
+    error of a call given a mask."""
+    key = next((key for key in HINTS if key in error), None)
+    if key is None:
+        return ""
+    if key == "must match the size of tensor b" and any(map(_is_mask, inputs)):
+        return say(MASK_BROADCAST)
+    return say(HINTS[key])
+
+
+def _is_mask(value) -> bool:
+    """A tensor of 2 dims or more that holds only what masks hold: booleans,
+    0 and 1, or 0 and large negative numbers."""
+    import torch
+
+    if not isinstance(value, torch.Tensor) or value.ndim < 2 or not value.numel():
+        return False
+    if value.dtype == torch.bool:
+        return True
+    kept = value.unique()
+    return bool(
+        torch.isin(kept, torch.tensor([0, 1], dtype=kept.dtype)).all()
+        or ((kept == 0) | (kept <= -1e4)).all()
+    )
 
 
 def _student_frame(tb) -> str:
@@ -132,7 +166,7 @@ def call(
             "`{name}` is not written yet: it still raises NotImplementedError.",
             name=name,
         )
-    hint = next((say(h) for key, h in HINTS.items() if key in evalue), "")
+    hint = _hint(evalue, (*args, *kwargs.values()))
     fail(
         "`{name}` raised {ename}: {error}{where}{hint}",
         name=name,

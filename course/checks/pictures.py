@@ -39,9 +39,29 @@ def _drawn(got, probs, tokens, *ax) -> dict:
         array = got.images[-1].get_array().filled(float("nan"))
         out["image"] = torch.as_tensor(array, dtype=torch.float64)
     got.figure.canvas.draw()
-    out["x"] = [t.get_text() for t in got.get_xticklabels()]
-    out["y"] = [t.get_text() for t in got.get_yticklabels()]
+    x, y = got.get_xticklabels(), got.get_yticklabels()
+    out["x"] = _in_view(
+        [(t.get_position()[0], t.get_text()) for t in x], got.get_xlim()
+    )
+    out["y"] = _in_view(
+        [(t.get_position()[1], t.get_text()) for t in y], got.get_ylim()
+    )
     return out
+
+
+def _in_view(ticks: list, limits) -> list[tuple[float, str]]:
+    """``(position, text)`` of the tick labels inside the axis' view, those drawn."""
+    lo, hi = sorted(float(v) for v in limits)
+    return [(float(at), text) for at, text in ticks if lo - 1e-9 <= at <= hi + 1e-9]
+
+
+def _labels_match(ticks: list[tuple[float, str]], tokens: list[str]) -> bool:
+    """Whether the labels drawn name each row/column by its token, at its centre
+    (0 .. T-1), and nothing else: empty labels elsewhere, as ``[''] + tokens`` with a
+    tick every unit leaves at the image's edges, are none."""
+    shown = [(at, text) for at, text in ticks if text]
+    at_centres = {round(at): text for at, text in shown if abs(at - round(at)) < 1e-6}
+    return len(at_centres) == len(shown) and at_centres == dict(enumerate(tokens))
 
 
 def _expect_heatmap(fn, probs, tokens, given_ax: bool) -> None:
@@ -74,8 +94,16 @@ def _expect_heatmap(fn, probs, tokens, given_ax: bool) -> None:
         what="probs",
     )
     for axis in ("x", "y"):
-        labels = got[axis]
-        if labels != list(tokens):
+        if _labels_match(got[axis], list(tokens)[1:]):
+            fail(
+                "The {axis} tick labels are one column off: column i shows token "
+                "i+1, the first token is on a tick outside the image. Set the "
+                "ticks with their labels: ax.set_{axis}ticks(range(len(tokens)), "
+                "tokens).",
+                axis=axis,
+            )
+        if not _labels_match(got[axis], list(tokens)):
+            labels = [text for _, text in got[axis]]
             fail(
                 "The {axis} tick labels should be the tokens, one per "
                 "row/column, in order; they are {labels}{more}.",

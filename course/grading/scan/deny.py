@@ -77,6 +77,7 @@ ATTRS = {
 
 #: Dunder attributes an answer may use; any other reaches an object's internals.
 DUNDERS_OK = {"__init__", "__name__", "__call__", "__len__", "__repr__"}
+DUNDERS_OK |= {"__class__"}  # as type(x) is; storing through it is still flagged
 
 #: Special methods that let an object lie to the comparisons, when an answer
 #: defines them (its own ``__eq__``, ``__bool__``, a tensor subclass' dispatch).
@@ -102,6 +103,7 @@ BUILTINS |= {"next", "object", "pow", "print", "property", "range", "repr", "rev
 BUILTINS |= {"round", "set", "slice", "sorted", "str", "sum", "super", "tuple", "type"}
 BUILTINS |= {"zip", "staticmethod", "classmethod", "NotImplemented", "Ellipsis"}
 BUILTINS |= {"True", "False", "None"}
+BUILTINS |= {"id", "hash", "ord", "chr", "complex", "bin", "hex", "oct"}  # plain values
 
 #: IPython magics that change nothing (plot backend, print precision, help).
 MAGICS_OK = {"matplotlib", "precision", "who", "whos", "pinfo", "pinfo2"}

@@ -53,6 +53,8 @@ BY_HAND_SOFTMAX |= {"zeros_like", "ones_like", "full_like", "tensor", "as_tensor
 BY_HAND_SOFTMAX |= {"finfo", "inf", "float16", "float32", "float64", "bfloat16"}
 BY_HAND_SOFTMAX |= {"masked_fill", "broadcast_to", "item", "tolist", "keepdim"}
 BY_HAND_SOFTMAX |= {"sqrt", "pow", "e", "mT", "T", "new_zeros", "new_ones"}
+BY_HAND_SOFTMAX |= {"cpu", "numpy", "from_numpy", "asarray", "array", "astype"}  # numpy
+BY_HAND_SOFTMAX |= {"device"}
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,14 @@ class LessonReader(ast.NodeVisitor):
     """``found``: ``(line, what)`` for what one exercise's code uses that its
     lesson or the allow-list of modules forbids."""
 
-    def __init__(self, names: dict[str, str], lesson: Lesson):
+    def __init__(
+        self,
+        names: dict[str, str],
+        lesson: Lesson,
+        classes: frozenset[str] = frozenset(),
+    ):
         self.names, self.lesson = names, lesson
+        self.classes = classes  # the student's own classes: their attributes are theirs
         self.params: dict[str, str] = {}  # local name -> "<index>[.path]"
         self.found: list[tuple[int, str]] = []
 
@@ -157,8 +165,18 @@ class LessonReader(ast.NodeVisitor):
         names = chain(node)
         if names and names[0] in self.names and "*" not in names:
             self._dotted(node, ".".join([self.names[names[0]]] + names[1:]))
-        self._attribute(node, node.attr, ast.unparse(node))
+        if not self._own(node.value):
+            self._attribute(node, node.attr, ast.unparse(node))
         self.generic_visit(node)
+
+    def _own(self, value: ast.AST) -> bool:
+        """Whether ``value`` is the student's own object: ``self``, ``cls``, one of
+        their classes or an instance made by calling it (``_Answer().softmax``)."""
+        if isinstance(value, ast.Call):
+            value = value.func
+        if not isinstance(value, ast.Name):
+            return False
+        return value.id in ("self", "cls") or value.id in self.classes
 
     def _attribute(self, node: ast.AST, attr: str, text: str) -> None:
         lesson = self.lesson
@@ -182,6 +200,13 @@ class LessonReader(ast.NodeVisitor):
             self.hit(node, message)
         elif dotted.split(".")[-1] in self.lesson.banned:
             self.hit(node, say(USES, text=dotted, lesson=self.lesson.message))
+
+
+def classes(trees: list[ast.Module]) -> frozenset[str]:
+    """The names of the classes these cells define, at any depth."""
+    return frozenset(
+        n.name for t in trees for n in ast.walk(t) if isinstance(n, ast.ClassDef)
+    )
 
 
 def defined(tree: ast.Module) -> set[str]:

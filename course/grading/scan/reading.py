@@ -20,7 +20,7 @@ from .. import cells
 from ..cells import grade_id, is_test_id
 from ..enames import SHORTCUT, TAMPERED
 from .binder import bind
-from .lessons import LESSONS, NONE, LessonReader, closure, defined
+from .lessons import LESSONS, NONE, LessonReader, classes, closure, defined
 from .source import parse, role
 from .tampering import Tampering
 
@@ -138,8 +138,10 @@ class _Answers:
 
     def lesson(self, k: int, exercise: str) -> list[Finding]:
         """The first thing exercise ``k``'s code uses that its lesson forbids."""
-        for j in closure(k, self.trees, self.defines):
-            reader = LessonReader(self.imports, LESSONS.get(exercise, NONE))
+        code = closure(k, self.trees, self.defines)
+        own = classes([self.trees[j] for j in code])
+        for j in code:
+            reader = LessonReader(self.imports, LESSONS.get(exercise, NONE), own)
             reader.visit(self.trees[j])
             if reader.found:
                 line, what = reader.found[0]

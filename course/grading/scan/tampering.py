@@ -32,6 +32,37 @@ def _read_only(node: ast.Call) -> bool:
     return isinstance(mode, ast.Constant) and not set(str(mode.value)) & set("wax+")
 
 
+def _own_locals(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """The names a function binds in its own scope (its parameters, what its body
+    assigns, imports or defines), less those it declares global or nonlocal; the
+    scopes nested in it (functions, classes, comprehensions) keep theirs."""
+    a = node.args
+    params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+    names = {p.arg for p in params if p is not None}
+    outer: set[str] = set()
+    todo = list(node.body) if isinstance(node.body, list) else [node.body]
+    while todo:
+        child = todo.pop()
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(child.name)
+            continue
+        if isinstance(child, (ast.Lambda, *COMPREHENSIONS)):
+            continue
+        if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load):
+            names.add(child.id)
+        elif isinstance(child, (ast.Import, ast.ImportFrom)):
+            names |= set(bindings(child))
+        elif isinstance(child, ast.ExceptHandler) and child.name:
+            names.add(child.name)
+        elif isinstance(child, (ast.Global, ast.Nonlocal)):
+            outer |= set(child.names)
+        todo.extend(ast.iter_child_nodes(child))
+    return names - outer
+
+
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
 def _rebinds(name: str) -> str:
     return say("rebinds {name}, which the tests use", name=name)
 
@@ -49,6 +80,7 @@ class Tampering(ast.NodeVisitor):
         self.names, self.protected, self.own = names, protected, set(own)
         self.found: list[tuple[int, str]] = []
         self.called: set[int] = set()  # names in call position, judged there
+        self.scopes: list[set[str]] = []  # the locals of each function we are in
 
     def hit(self, node: ast.AST, what: str) -> None:
         self.found.append((getattr(node, "lineno", 0), what))
@@ -90,6 +122,7 @@ class Tampering(ast.NodeVisitor):
     def _denied_builtin(self, name: str) -> bool:
         return (
             name not in self.own
+            and not any(name in scope for scope in self.scopes)  # def f(input): ...
             and name not in self.names
             and hasattr(builtins, name)
             and name not in deny.BUILTINS
@@ -116,8 +149,9 @@ class Tampering(ast.NodeVisitor):
 
     def _store(self, node: ast.Attribute | ast.Subscript) -> None:
         roots = set(self.names) | {"getattr", "type"}  # getattr(torch, "x").y = ...
-        if isinstance(node.ctx, (ast.Store, ast.Del)) and root(node) in roots:
-            target = _unparse(node)
+        stored = isinstance(node.ctx, (ast.Store, ast.Del))
+        target = _unparse(node) if stored else ""
+        if stored and (root(node) in roots or ".__class__." in target):
             if not any(re.search(p, target) for p in deny.HARMLESS):
                 self.hit(node, say("changes {target}", target=target))
 
@@ -149,9 +183,43 @@ class Tampering(ast.NodeVisitor):
             self.hit(node, _rebinds(node.name))
         if node.name in deny.LYING:
             self.hit(node, say("defines {name}", name=node.name))
-        self.generic_visit(node)
+        if isinstance(node, ast.ClassDef):  # its names do not reach its methods
+            self.generic_visit(node)
+            return
+        for outside in (*node.decorator_list, node.args, node.returns):
+            if outside is not None:  # defaults and annotations: the outer scope's
+                self.visit(outside)
+        self._within(_own_locals(node), node.body)
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.visit(node.args)
+        self._within(_own_locals(node), [node.body])
+
+    def _comprehension(self, node) -> None:
+        first, *rest = node.generators
+        self.visit(first.iter)  # evaluated in the enclosing scope
+        targets = {
+            n.id
+            for g in node.generators
+            for n in ast.walk(g.target)
+            if isinstance(n, ast.Name)
+        }
+        parts = [first.target, *first.ifs, *rest]
+        parts += [getattr(node, k) for k in ("elt", "key", "value") if hasattr(node, k)]
+        self._within(targets, parts)
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = _comprehension
+    visit_DictComp = _comprehension
+
+    def _within(self, names: set[str], nodes: list[ast.AST]) -> None:
+        self.scopes.append(names)
+        try:
+            for child in nodes:
+                self.visit(child)
+        finally:
+            self.scopes.pop()
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:
