@@ -101,3 +101,71 @@ def test_an_answer_is_judged_against_what_the_check_had_before_calling_it(
     outputs, line = judge.verdict(cell, {"check": heads})
     assert line != "ok" and "W_h" in line, line
     assert torch.equal(query.weight, kept[0])  # and the module is the grader's again
+
+
+def _cell(source: str, grade_id: str, *, test: bool, error: str | None = None):
+    """A code cell of an answer or a test, with a kernel error output if given."""
+    meta = {"grade_id": grade_id, "grade": test, "solution": not test}
+    meta |= {"locked": test, "points": 1} if test else {"locked": False}
+    outputs = []
+    if error is not None:
+        ename, _, evalue = error.partition(": ")
+        outputs = [{"output_type": "error", "ename": ename, "evalue": evalue}]
+    return NotebookNode(
+        cell_type="code",
+        source=source,
+        metadata={"nbgrader": meta},
+        outputs=[NotebookNode(o) for o in outputs],
+    )
+
+
+def _notebook(head_params_fails: bool) -> NotebookNode:
+    return NotebookNode(
+        cells=[
+            _cell("def head_params(linear, h, d):\n    return 1, 2", "head_params", test=False),
+            _cell(
+                "check.head_params_weight(head_params)",
+                "test_head_params_weight",
+                test=True,
+                error="CheckFailed: the head lives in rows" if head_params_fails else None,
+            ),
+            _cell(
+                "def project_head(x, linear, h, d):\n    W, b = head_params(linear, h, d)\n    return x @ W.T + b",
+                "project_head",
+                test=False,
+            ),
+            _cell(
+                "check.project_head_course(project_head)",
+                "test_project_head_course",
+                test=True,
+                error="CheckFailed: project with `x @ W_h.T`",
+            ),
+            _cell("Q = project_head(x, q, 0, d)", "first_head_qkv", test=False, error="RuntimeError: shapes"),
+            _cell("check.first_head_q(Q)", "test_first_head_qkv_q", test=True, error="NameError: name 'Q' is not defined"),
+        ],
+        metadata={},
+    )  # fmt: skip
+
+
+def test_a_verdict_names_the_earlier_exercise_it_builds_on():
+    """03: after a wrong head_params, project_head's verdict starts with that cause;
+    with head_params right it is project_head's own verdict alone."""
+    from course.grading.scan import read
+
+    for fails in (True, False):
+        nb = _notebook(head_params_fails=fails)
+        judge.name_upstream_causes(nb, read(nb).needs)
+        said = nb.cells[3].outputs[0]["evalue"]
+        cause = "`head_params`, which `project_head` builds on, fails its own tests"
+        assert said.startswith(cause) == fails, said
+        assert said.endswith("project with `x @ W_h.T`")
+        assert nb.cells[1].outputs[0]["evalue"] if fails else not nb.cells[1].outputs
+
+
+def test_an_undefined_name_says_its_answer_cell_raised():
+    nb = _notebook(head_params_fails=False)
+    raised = judge.raised_before_defining(nb)
+    assert raised == {"Q": "RuntimeError"}
+    said = judge._kernel_error(nb.cells[5], raised)["evalue"]
+    assert "`Q` is not defined: its answer cell raised RuntimeError" in said
+    assert "write and run" in judge._kernel_error(nb.cells[5], {})["evalue"]

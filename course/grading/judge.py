@@ -46,11 +46,13 @@ from .cells import (
     error_output,
     grade_id,
     has_hidden_tests,
+    is_answer,
     is_locked,
     is_test,
 )
+from .cells import exercise as exercise_of
 from .enames import DEAF, KERNEL_DIED, NOT_RUN, UNREPLAYABLE
-from .scan import read
+from .scan import parse, read
 
 GRADER_FAULTS = {KERNEL_DIED, DEAF, NOT_RUN}
 
@@ -139,17 +141,48 @@ def _records(cell: NotebookNode) -> list[dict]:
     ]
 
 
-def _kernel_error(cell: NotebookNode) -> NotebookNode | None:
-    """The first error the kernel reported in the cell, as one sentence."""
+def _ename(out: dict) -> str:
+    return re.sub(r"\W", "", str(out.get("ename", "Error")))[:40] or "Error"
+
+
+def raised_before_defining(nb: NotebookNode) -> dict[str, str]:
+    """``{name: error name}`` for each name an answer cell binds (anywhere in its
+    code) when that cell raised: the error that kept the name undefined."""
+    out: dict[str, str] = {}
+    for cell in nb.cells:
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if cell.cell_type != "code" or not is_answer(cell) or not errors:
+            continue
+        tree = parse(cell.source) or ast.Module(body=[], type_ignores=[])
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                out.setdefault(node.id, _ename(errors[0]))
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                out.setdefault(node.name, _ename(errors[0]))
+    return out
+
+
+def _kernel_error(
+    cell: NotebookNode, raised: dict[str, str] | None = None
+) -> NotebookNode | None:
+    """The first error the kernel reported in the cell, as one sentence; an
+    undefined name that an answer cell failed to define (``raised``) says so."""
     for out in cell.get("outputs", []):
         if out.get("output_type") != "error":
             continue
         if out.get("ename") in GRADER_FAULTS:
             return out  # GuardedExecute's own words
-        ename = re.sub(r"\W", "", str(out.get("ename", "Error")))[:40] or "Error"
+        ename = _ename(out)
         evalue = str(out.get("evalue", ""))[:300]
         undefined = re.fullmatch(r"name '(\w+)' is not defined", evalue)
-        if ename == "NameError" and undefined:
+        if ename == "NameError" and undefined and undefined[1] in (raised or {}):
+            sentence = say(
+                "`{undefined}` is not defined: its answer cell raised {ename} "
+                "before defining it (see that cell's output); fix that cell first.",
+                undefined=undefined[1],
+                ename=raised[undefined[1]],
+            )
+        elif ename == "NameError" and undefined:
             sentence = say(
                 "`{undefined}` is not defined: write and run its answer cell first.",
                 undefined=undefined[1],
@@ -164,8 +197,11 @@ def _kernel_error(cell: NotebookNode) -> NotebookNode | None:
     return None
 
 
-def verdict(cell: NotebookNode, modules: dict) -> tuple[list, str]:
-    """``(outputs, log line)`` for one test cell, decided from its evidence."""
+def verdict(
+    cell: NotebookNode, modules: dict, raised: dict[str, str] | None = None
+) -> tuple[list, str]:
+    """``(outputs, log line)`` for one test cell, decided from its evidence
+    (``raised``: :func:`raised_before_defining`, to say why a name is missing)."""
     printed = io.StringIO()
     try:
         calls = planned_calls(cell.source, modules)
@@ -182,7 +218,7 @@ def verdict(cell: NotebookNode, modules: dict) -> tuple[list, str]:
         except CheckFailed as err:
             failed = error_output("CheckFailed", str(err))
         except evidence.Missing as err:
-            failed = _kernel_error(cell) or error_output(
+            failed = _kernel_error(cell, raised) or error_output(
                 "CheckFailed",
                 say("`{err}` gave no result in this test.", err=err),
             )
@@ -209,7 +245,9 @@ class JudgeEvidence(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         modules = check_modules(nb)
-        shortcuts = read(nb, resources).verdicts(nb)
+        reading = read(nb, resources)
+        shortcuts = reading.verdicts(nb)
+        raised = raised_before_defining(nb)
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue
@@ -220,6 +258,40 @@ class JudgeEvidence(NbGraderPreprocessor):
             if name in shortcuts:
                 cell.outputs = [error_output(*shortcuts[name])]
                 continue
-            cell.outputs, line = verdict(cell, modules)
+            cell.outputs, line = verdict(cell, modules, raised)
             self.log.debug("%s: %s", name, line)
+        name_upstream_causes(nb, reading.needs)
         return nb, resources
+
+
+def _failure(cell: NotebookNode) -> NotebookNode | None:
+    return next(
+        (o for o in cell.outputs if o.get("output_type") == "error"),
+        None,
+    )
+
+
+def name_upstream_causes(nb: NotebookNode, needs: dict[str, tuple[str, ...]]) -> None:
+    """Start each failed verdict of an exercise whose code uses another exercise
+    that failed a test above it with that cause (03: a wrong ``head_params`` makes
+    ``project_head`` wrong, whatever ``project_head`` does)."""
+    failed_at: dict[str, int] = {}  # exercise -> index of its first failed test
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not is_test(cell):
+            continue
+        error = _failure(cell)
+        if error is None:
+            continue
+        exercise = exercise_of(grade_id(cell), list(needs))
+        failed_at.setdefault(exercise, index)
+        causes = [u for u in needs.get(exercise, ()) if failed_at.get(u, index) < index]
+        if error.get("ename") != "CheckFailed" or not causes:
+            continue
+        error.evalue = say(
+            "`{cause}`, which `{exercise}` builds on, fails its own tests above: fix "
+            "it first, since this verdict may follow from it. {verdict}",
+            cause=causes[0],
+            exercise=exercise,
+            verdict=error.evalue,
+        )
+        error.traceback = [f"{error.ename}: {error.evalue}"]

@@ -58,6 +58,9 @@ class Reading:
     """The scan's verdicts on one notebook, in notebook order."""
 
     findings: tuple[Finding, ...]
+    #: ``{exercise: the other exercises whose answer cells its code uses}``, in
+    #: notebook order (``project_head`` calls ``head_params``)
+    needs: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def tampering(self) -> Finding | None:
@@ -117,7 +120,8 @@ def _read(nb: NotebookNode) -> Reading:
             findings.append(Finding(TAMPERED, index, name, line, what))
         if grade_id(cell):
             findings += answers.lesson(k, grade_id(cell))
-    return Reading(tuple(sorted(findings, key=lambda f: (f.cell, f.line))))
+    findings.sort(key=lambda f: (f.cell, f.line))
+    return Reading(tuple(findings), answers.needs())
 
 
 @dataclass
@@ -135,6 +139,19 @@ class _Answers:
         self.trees = [trees[i] or empty for _, i, _ in self.cells]
         self.defines = [defined(t) for t in self.trees]
         self.imports = imports
+
+    def needs(self) -> dict[str, tuple[str, ...]]:
+        """Each exercise's answer cell: the other exercises its code uses."""
+        names = [grade_id(cell) for _, _, cell in self.cells]
+        return {
+            name: tuple(
+                names[j]
+                for j in closure(k, self.trees, self.defines)
+                if names[j] and j != k
+            )
+            for k, name in enumerate(names)
+            if name
+        }
 
     def lesson(self, k: int, exercise: str) -> list[Finding]:
         """The first thing exercise ``k``'s code uses that its lesson forbids."""
