@@ -202,8 +202,13 @@ def _shown(mine) -> list[str]:
 
 
 def _last_mistake(mine) -> str | None:
-    fails = [e for e in mine if e["kind"] == "fail"]
-    return fails[-1]["mistake"] if fails else None
+    """The misconception the latest failed test that named one named, among the
+    tests run on the answer's current code (since the answer cell last ran): a
+    later test that only says how far off the numbers are does not hide it."""
+    runs = [k for k, e in enumerate(mine) if e["kind"] == "run"]
+    current = mine[runs[-1] :] if runs else mine
+    named = [e["mistake"] for e in current if e["kind"] == "fail" and e["mistake"]]
+    return named[-1] if named else None
 
 
 def _failed_since(mine) -> bool:

@@ -37,9 +37,9 @@ def _masked(scores, mask):
     [
         (_no_keepdim, (torch.randn(2, 4, 4),), "keepdim=True", "mask"),
         (lambda Q: Q @ Q.T, (torch.randn(2, 3, 4, 5),), ".transpose(-2, -1)", "mask"),
-        (_masked, (torch.randn(2, 3, 4, 4), torch.ones(2, 4)), "(B, 1, 1, T)", "keepdim"),
-        (_masked, (torch.randn(2, 3, 4, 4), torch.rand(2, 4) < 0.5), "(B, 1, 1, T)", "keepdim"),
-        (_masked, (torch.randn(2, 3, 4, 4), torch.tensor([[0.0, -1e9, 0, 0]] * 2)), "(B, 1, 1, T)", "keepdim"),
+        (_masked, (torch.randn(2, 3, 4, 4), torch.ones(2, 4)), "(B, 1, T, T)", "keepdim"),
+        (_masked, (torch.randn(2, 3, 4, 4), torch.rand(2, 4) < 0.5), "(B, 1, T, T)", "keepdim"),
+        (_masked, (torch.randn(2, 3, 4, 4), torch.tensor([[0.0, -1e9, 0, 0]] * 2)), "(B, 1, T, T)", "keepdim"),
         (_masked, (torch.randn(2, 3, 4, 4), torch.randn(2, 4)), "keepdim", "mask"),
     ],
 )  # fmt: skip

@@ -9,6 +9,7 @@ import torch
 
 from course import (
     authoring,
+    checks,
     grading,
     hintauthoring,
     hintbook,
@@ -153,6 +154,37 @@ def test_the_mistake_a_check_names_is_found_in_its_verdict(monkeypatch, lang):
     assert hintbook.named_mistake(A, "softmax", str(err.value)) == "overflow"
 
 
+def _no_keepdim(s, dim=-1):
+    e = (s - s.max(dim).values).exp()
+    return e / e.sum(dim)
+
+
+def _mask_added(scores, mask):
+    return scores + mask  # (B, H, T, T) + (B, T): no head or query dim
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize(
+    "assignment, exercise, fn, inputs, mistake",
+    [
+        (A, "softmax", _no_keepdim, [(2, 3, 4)], "no-keepdim"),
+        (A, "attention_scores", lambda Q, K: Q @ K.T, [(2, 3, 4, 5)] * 2, "all-dims-flipped"),
+        ("07_full_layer", "attention_block", _mask_added, [(2, 3, 4, 4), "mask"], "mask-dims"),
+        ("09_build_a_transformer", "MultiHeadSelfAttention", _mask_added, [(2, 3, 4, 4), "mask"], "mask-dims"),
+    ],
+)  # fmt: skip
+def test_an_error_the_answer_raised_names_its_mistake(
+    monkeypatch, lang, assignment, exercise, fn, inputs, mistake
+):
+    """A shape error the student's code raised gets the hint of its concept first
+    (keepdim, .T on a batch, the mask's dims), not the general first step."""
+    monkeypatch.setenv("COURSE_LANG", lang)
+    args = [torch.ones(2, 4) if x == "mask" else torch.randn(*x) for x in inputs]
+    with pytest.raises(CheckFailed) as err:
+        checks.call(fn, *args, name=exercise)
+    assert hintbook.named_mistake(assignment, exercise, str(err.value)) == mistake
+
+
 @pytest.fixture
 def work(tmp_path, monkeypatch):
     monkeypatch.delenv("COURSE_HINTS", raising=False)
@@ -176,6 +208,24 @@ def test_the_named_mistake_comes_first_then_the_steps_in_order(work):
     # Asked again for an unlocked one; a locked one is refused.
     assert hints.hint("softmax", 2, work=work).text == shown[2].text
     assert hints.hint("attention_scores", 2, work=work).number == ""
+
+
+def test_a_named_mistake_is_not_hidden_by_a_later_unnamed_failure(work):
+    """05 in Chinese: one test named dim -2, the next said only 'largest
+    difference 0.942'; the first hint is the named mistake's. After the answer
+    cell runs again, what the tests said of the old code no longer counts."""
+    store = progress.Store(work)
+    store.record(A, "softmax", "run")
+    store.record(A, "softmax", "fail", test="test_softmax_rows", mistake="query-dim")
+    store.record(A, "softmax", "fail", test="test_softmax_random", mistake=None)
+    assert hints.hint("softmax", work=work).number == "mistake:query-dim"
+    store.record(A, "attention_scores", "run")
+    store.record(
+        A, "attention_scores", "fail", test="test_attention_scores_x", mistake="by-d"
+    )
+    store.record(A, "attention_scores", "run")
+    store.record(A, "attention_scores", "fail", test="test_attention_scores_x")
+    assert hints.hint("attention_scores", work=work).number == "1"
 
 
 def test_after_failure_the_next_step_waits_for_a_failed_test(work, monkeypatch):

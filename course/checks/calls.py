@@ -62,8 +62,9 @@ HINTS = {
 }
 #: The broadcast hint where the call was given a mask.
 MASK_BROADCAST = N_(
-    " Hint: these shapes do not broadcast; e.g. a (B, T) mask must "
-    "become (B, 1, 1, T) to be added to (B, H, T, T) scores."
+    " Hint: these shapes do not broadcast; a mask needs dims of size 1 where the "
+    "scores have heads (and queries): (B, T) becomes (B, 1, 1, T) and (B, T, T) "
+    "becomes (B, 1, T, T) to meet (B, H, T, T) scores."
 )
 
 
