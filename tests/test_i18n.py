@@ -673,6 +673,18 @@ _ITALIC_HAN = re.compile(
 )
 _HAN_SPACE_HAN = re.compile(rf"[{_HAN}] +[{_HAN}]")
 _GLOSSED = {"pre-LN": "前置层归一化", "post-LN": "后置层归一化"}
+#: A rubric point or model answer whose label's colon is followed, in the same
+#: clause, by a second colon ("1 分：影响：不缩放……"): a chain a reader cannot parse.
+_LABEL = re.compile(r"^[ \t]*(?:\* [\d.]+ 分：|\*\*参考答案\*\*：)(.*)$", re.M)
+
+
+def _colon_chains(outside_code: str) -> list[str]:
+    found = []
+    for m in _LABEL.finditer(outside_code):
+        clause = re.split(r"[。；？！]", re.sub(r"（[^）]*）", "", m.group(1)))[0]
+        if "：" in clause:
+            found.append(f"two colons in a label's clause: {m.group()[:40]!r}")
+    return found
 
 
 def _typography(text: str) -> list[str]:
@@ -694,13 +706,14 @@ def _typography(text: str) -> list[str]:
         for term, gloss in _GLOSSED.items()
         if term in outside_code and gloss not in outside_code
     ]
-    return found
+    return found + _colon_chains(outside_code)
 
 
 def test_chinese_typography_follows_d2l_zh():
     """Every Chinese piece of every catalog: no soft line break that draws as a
     space, no colon inside a bold label, no italic Chinese, no space between Han
-    characters, pre-LN and post-LN glossed where they are used."""
+    characters, pre-LN and post-LN glossed where they are used, no rubric point
+    or model answer chaining two colons."""
     problems = [
         f"{domain}: {msgid[:40]!r}: {problem}"
         for domain, msgid, text in _chinese_pieces()
@@ -716,6 +729,8 @@ def test_the_typography_rules_find_what_they_name():
     assert _typography("它的*列*")[0].startswith("italic Chinese")
     assert _typography("热力图 含有")[0].startswith("a space between Han")
     assert _typography("BERT 是 post-LN") == ["post-LN without 后置层归一化"]
+    assert _typography("* 1 分：影响：不缩放则饱和。")[0].startswith("two colons")
+    assert _typography("* 1 分：两者（学习式：拟合；正弦：无参数）。") == []
     assert _typography("第 h 个头是特征的\n`h*d`，见下。\n\n* 列表") == []
 
 
