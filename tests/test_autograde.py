@@ -18,6 +18,7 @@ from harness import (
 )
 
 from course import grading
+from course.grading import cells
 
 
 def _has_fixtures(assignment: str) -> bool:
@@ -47,6 +48,22 @@ def _problems(student, cells, scores, messages, expected, seeds):
 
 
 GRADED = [a for a in grading.assignments() if _has_fixtures(a)]
+
+
+@pytest.mark.parametrize("assignment", GRADED)
+def test_every_test_cell_is_lost_by_some_mutant(assignment):
+    """No test cell promises what nothing tries: each autograded test cell is one
+    a wrong answer of the fixtures must lose (08's odd widths were never tried)."""
+    nb = json.loads(
+        grading.notebook_path(grading.ROOT, "source", assignment).read_text()
+    )
+    tests = [
+        cells.grade_id(c)
+        for c in nb["cells"]
+        if cells.is_test(c) and cells.is_test_id(cells.grade_id(c))
+    ]
+    lost = {t for m in fixture_module(assignment).MUTANTS for t in m.fails}
+    assert [t for t in tests if t not in lost] == []
 
 
 @pytest.mark.parametrize("assignment", GRADED)

@@ -177,6 +177,23 @@ def _expect_perm(fn, layer, hidden, perm, *, truth: bool, what: str) -> None:
             "same way.",
             what=what,
         )
+    # A layer whose output moves by 100 per position when the tokens move: only a
+    # comparison that cannot say False says True for it.
+    far = call(
+        fn,
+        lambda h: h + 100 * torch.arange(h.shape[1], dtype=h.dtype)[:, None],
+        hidden.clone(),
+        perm,
+        name="permutation_check",
+    )
+    if not bool(far):
+        fail(
+            "permutation_check said True for {what}, which does see token order. "
+            "Its tolerance is too loose: it says True even where the outputs differ "
+            "by 100. Compare with torch.allclose's usual tolerances (e.g. atol=1e-5, "
+            "rtol=1e-4).",
+            what=what,
+        )
     fail(
         "permutation_check said True for {what}, which does see token order.", what=what
     )
