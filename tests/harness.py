@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from course import grading
-from course.grading import cells, warm
+from course.grading import cells, scan, warm
+from course.grading.scan.lessons import closure
 
 
 @dataclass
@@ -221,26 +222,63 @@ def fill(release_nb: dict, answers: dict[str, str]) -> dict:
     return nb
 
 
-def rounds(mutants: list[Mutant]) -> list[list[Mutant]]:
-    """The mutants packed into rounds, first fit in their order: in a round no two
-    share an answer cell or a test cell they must lose, so each test cell that fails
-    in a round's submission fails for one mutant, the one whose message it must show.
+def rounds(
+    mutants: list[Mutant], uses: dict[str, set[str]] | None = None
+) -> list[list[Mutant]]:
+    """The mutants packed into rounds, first fit in their order. In a round no two
+    share an answer cell or a test cell they must lose, and none is of a cell the
+    other's code uses (``uses``: :func:`answer_uses`): a wrong earlier answer could
+    mask what a later one must lose (a NaN loss is the same in every run). So each
+    test cell that fails in a round's submission fails for one mutant, the one
+    whose message it must show.
     """
+    uses = uses or {}
+
+    def related(a: Mutant, b: Mutant) -> bool:
+        """One's cell is used by the other's (reference or wrong) code, or both by
+        a third answer, whose verdict could not tell which one is its cause."""
+        return (
+            a.cell in uses.get(b.cell, ()) | _names(b.code)
+            or b.cell in uses.get(a.cell, ()) | _names(a.code)
+            or any({a.cell, b.cell} <= used for used in uses.values())
+        )
+
+    def apart(a: Mutant, b: Mutant) -> bool:
+        return a.cell != b.cell and not a.fails.keys() & b.fails and not related(a, b)
+
     packed: list[list[Mutant]] = []
     for mutant in mutants:
-        fits = (
-            r
-            for r in packed
-            if all(
-                m.cell != mutant.cell and not m.fails.keys() & mutant.fails for m in r
-            )
-        )
-        round_ = next(fits, None)
+        round_ = next((r for r in packed if all(apart(m, mutant) for m in r)), None)
         if round_ is None:
             packed.append([mutant])
         else:
             round_.append(mutant)
     return packed
+
+
+def _names(code: str) -> set[str]:
+    """The names a piece of code loads."""
+    tree = scan.parse(code) or ast.Module(body=[], type_ignores=[])
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def answer_uses(nb: dict) -> dict[str, set[str]]:
+    """``{answer cell: the other answer cells its code uses}``, through every code
+    cell (09's training uses the given TinyTransformer, which uses the answers'
+    attention): by the names each cell defines at its top level."""
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    empty = ast.Module(body=[], type_ignores=[])
+    trees = [scan.parse("".join(c["source"])) or empty for c in code]
+    defines = [scan.defined(t) for t in trees]
+    return {
+        cells.grade_id(c): {
+            cells.grade_id(code[j])
+            for j in closure(k, trees, defines)
+            if j != k and cells.is_answer(code[j]) and cells.grade_id(code[j])
+        }
+        for k, c in enumerate(code)
+        if cells.is_answer(c) and cells.grade_id(c)
+    }
 
 
 def submissions(root: Path, assignment: str) -> dict[str, tuple[dict, dict[str, str]]]:
@@ -254,7 +292,8 @@ def submissions(root: Path, assignment: str) -> dict[str, tuple[dict, dict[str, 
         "reference": (fill(release_nb, reference), {}),
         "alternatives": (fill(release_nb, {**reference, **fixtures.ALTERNATIVES}), {}),
     }
-    for k, mutants in enumerate(rounds(fixtures.MUTANTS)):
+    uses = answer_uses(fill(release_nb, reference))
+    for k, mutants in enumerate(rounds(fixtures.MUTANTS, uses)):
         answers = {**reference, **{m.cell: m.code for m in mutants}}
         expected = {cell: piece for m in mutants for cell, piece in m.fails.items()}
         subs[f"mutants{k}"] = (fill(release_nb, answers), expected)

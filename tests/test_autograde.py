@@ -50,23 +50,10 @@ def _problems(student, cells, scores, messages, expected, seeds):
 GRADED = [a for a in grading.assignments() if _has_fixtures(a)]
 
 
-#: Test cells no mutant can make lose yet, each with why (the test below fails
-#: once one does, so the entry must go).
-UNTRIED = {
-    # Its mutant (batches that differ run to run) fails it alone, but the packed
-    # rounds put it beside a MultiHeadSelfAttention mutant whose NaN losses are the
-    # same in every run, so it passed: harness.rounds must also keep apart mutants
-    # of cells that one another's code uses (tried; 05's and 06's fixtures then
-    # need the downstream tests their mask mutants drag down).
-    "test_train_tiny_transformer_deterministic",
-}
-
-
 @pytest.mark.parametrize("assignment", GRADED)
 def test_every_test_cell_is_lost_by_some_mutant(assignment):
     """No test cell promises what nothing tries: each autograded test cell is one
-    a wrong answer of the fixtures must lose (08's odd widths were never tried),
-    but the cells of :data:`UNTRIED`, which none loses yet."""
+    a wrong answer of the fixtures must lose (08's odd widths were never tried)."""
     nb = json.loads(
         grading.notebook_path(grading.ROOT, "source", assignment).read_text()
     )
@@ -76,7 +63,7 @@ def test_every_test_cell_is_lost_by_some_mutant(assignment):
         if cells.is_test(c) and cells.is_test_id(cells.grade_id(c))
     ]
     lost = {t for m in fixture_module(assignment).MUTANTS for t in m.fails}
-    assert [t for t in tests if t not in lost] == [t for t in tests if t in UNTRIED]
+    assert [t for t in tests if t not in lost] == []
 
 
 @pytest.mark.parametrize("assignment", GRADED)
