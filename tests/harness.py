@@ -28,7 +28,7 @@ from pathlib import Path
 
 from course import grading
 from course.grading import cells, scan, warm
-from course.grading.scan.lessons import closure
+from course.grading.scan.lessons import closure, needs
 
 
 @dataclass
@@ -270,15 +270,9 @@ def answer_uses(nb: dict) -> dict[str, set[str]]:
     empty = ast.Module(body=[], type_ignores=[])
     trees = [scan.parse("".join(c["source"])) or empty for c in code]
     defines = [scan.defined(t) for t in trees]
-    return {
-        cells.grade_id(c): {
-            cells.grade_id(code[j])
-            for j in closure(k, trees, defines)
-            if j != k and cells.is_answer(code[j]) and cells.grade_id(code[j])
-        }
-        for k, c in enumerate(code)
-        if cells.is_answer(c) and cells.grade_id(c)
-    }
+    names = [cells.grade_id(c) if cells.is_answer(c) else "" for c in code]
+    closures = [closure(k, trees, defines) for k in range(len(code))]
+    return {name: set(used) for name, used in needs(names, closures).items()}
 
 
 def submissions(root: Path, assignment: str) -> dict[str, tuple[dict, dict[str, str]]]:

@@ -150,15 +150,16 @@ def raised_before_defining(nb: NotebookNode) -> dict[str, str]:
     code) when that cell raised: the error that kept the name undefined."""
     out: dict[str, str] = {}
     for cell in nb.cells:
-        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        if cell.cell_type != "code" or not is_answer(cell) or not errors:
+        if cell.cell_type != "code" or not is_answer(cell):
+            continue
+        if (error := _failure(cell)) is None:
             continue
         tree = parse(cell.source) or ast.Module(body=[], type_ignores=[])
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-                out.setdefault(node.id, _ename(errors[0]))
+                out.setdefault(node.id, _ename(error))
             elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                out.setdefault(node.name, _ename(errors[0]))
+                out.setdefault(node.name, _ename(error))
     return out
 
 
@@ -265,10 +266,9 @@ class JudgeEvidence(NbGraderPreprocessor):
 
 
 def _failure(cell: NotebookNode) -> NotebookNode | None:
-    return next(
-        (o for o in cell.outputs if o.get("output_type") == "error"),
-        None,
-    )
+    """The cell's first error output, if any."""
+    outputs = cell.get("outputs", [])
+    return next((o for o in outputs if o.get("output_type") == "error"), None)
 
 
 def name_upstream_causes(nb: NotebookNode, needs: dict[str, tuple[str, ...]]) -> None:

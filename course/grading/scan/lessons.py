@@ -233,3 +233,13 @@ def closure(start: int, trees: list[ast.Module], defines: list[set]) -> list[int
                 seen.add(k)
                 todo.append(k)
     return sorted(seen)
+
+
+def needs(names: list[str], closures: list[list[int]]) -> dict[str, tuple[str, ...]]:
+    """``{name: the other named cells its code uses}`` for each named cell, from
+    each cell's :func:`closure`; ``names[j]`` empty for a cell that is no exercise."""
+    return {
+        name: tuple(names[j] for j in closures[k] if names[j] and j != k)
+        for k, name in enumerate(names)
+        if name
+    }

@@ -20,7 +20,7 @@ from .. import cells
 from ..cells import grade_id, is_test_id
 from ..enames import SHORTCUT, TAMPERED
 from .binder import bind
-from .lessons import LESSONS, NONE, LessonReader, classes, closure, defined
+from .lessons import LESSONS, NONE, LessonReader, classes, closure, defined, needs
 from .source import parse, role
 from .tampering import Tampering
 
@@ -132,30 +132,25 @@ class _Answers:
     cells: list[tuple[int, int, NotebookNode]]
     trees: list[ast.Module] = field(default_factory=list)
     defines: list[set[str]] = field(default_factory=list)
+    closures: list[list[int]] = field(default_factory=list)  # lessons.closure's
     imports: dict[str, str] = field(default_factory=dict)
 
     def read(self, trees: dict, *, imports: dict[str, str]) -> None:
         empty = ast.Module(body=[], type_ignores=[])  # a syntax error fails when run
         self.trees = [trees[i] or empty for _, i, _ in self.cells]
         self.defines = [defined(t) for t in self.trees]
+        self.closures = [
+            closure(k, self.trees, self.defines) for k in range(len(self.trees))
+        ]
         self.imports = imports
 
     def needs(self) -> dict[str, tuple[str, ...]]:
         """Each exercise's answer cell: the other exercises its code uses."""
-        names = [grade_id(cell) for _, _, cell in self.cells]
-        return {
-            name: tuple(
-                names[j]
-                for j in closure(k, self.trees, self.defines)
-                if names[j] and j != k
-            )
-            for k, name in enumerate(names)
-            if name
-        }
+        return needs([grade_id(cell) for _, _, cell in self.cells], self.closures)
 
     def lesson(self, k: int, exercise: str) -> list[Finding]:
         """The first thing exercise ``k``'s code uses that its lesson forbids."""
-        code = closure(k, self.trees, self.defines)
+        code = self.closures[k]
         own = classes([self.trees[j] for j in code])
         for j in code:
             reader = LessonReader(self.imports, LESSONS.get(exercise, NONE), own)
