@@ -172,6 +172,85 @@ def tiny_bert(
     return model.eval()
 
 
+def _seeded(build, seed: int):
+    """``build()`` with torch's global generator seeded, and left as it was."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return build().eval()
+
+
+def modern_bert(
+    seed: int = 0,
+    num_layers: int = 3,
+    num_heads: int = 4,
+    head_size: int = 16,
+    local_attention: int = 8,
+    global_every: int = 3,
+    vocab_size: int = 100,
+    max_positions: int = 512,
+) -> transformers.ModernBertModel:
+    """A random-init ModernBERT encoder (eval mode, eager attention), built offline.
+
+    Parameters
+    ----------
+    seed : int
+        Seeds the weights, so the same call gives the same model.
+    num_layers, num_heads, head_size : int
+        Shape of the encoder; ``hidden_size = num_heads * head_size``.
+    local_attention : int
+        The window of the sliding-window layers: a query sees the keys within
+        ``local_attention // 2`` positions on either side.
+    global_every : int
+        Layer ``i`` attends globally where ``i % global_every == 0``, locally else.
+    vocab_size, max_positions : int
+        Embedding table size and longest input.
+    """
+    hidden = num_heads * head_size
+    config = transformers.ModernBertConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        local_attention=local_attention,
+        global_attn_every_n_layers=global_every,
+        max_position_embeddings=max_positions,
+        # ModernBERT's std of 0.02 makes every score nearly 0 in a small random
+        # model, so attention is uniform and no mistake shows: scores of size ~1
+        initializer_range=1.5 / (hidden * head_size**0.5) ** 0.5,
+        **{f"{name}_token_id": 0 for name in ("pad", "bos", "eos", "cls", "sep")},
+    )
+    config._attn_implementation = "eager"
+    return _seeded(lambda: transformers.ModernBertModel(config), seed)
+
+
+def tiny_llama(
+    seed: int = 0,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    head_size: int = 8,
+    vocab_size: int = 100,
+) -> transformers.LlamaForCausalLM:
+    """A random-init Llama-style causal LM whose K/V heads are shared by groups of
+    ``num_heads // num_kv_heads`` query heads (eval mode, eager attention)."""
+    config = transformers.LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=num_heads * head_size,
+        intermediate_size=4 * num_heads * head_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        head_dim=head_size,
+        max_position_embeddings=256,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
+    config._attn_implementation = "eager"
+    return _seeded(lambda: transformers.LlamaForCausalLM(config), seed)
+
+
 def neuron_view_model(model: BertModel | None = None):
     """bertviz's neuron-view BERT with the same weights as ``model``.
 

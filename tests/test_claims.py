@@ -1300,3 +1300,101 @@ def test_echo_task_returns_tokens_and_targets_of_batch_by_16_longs():
     says(a, "`echo_task(batch, generator)` (from `course.data`) returns")
     says(a, "`(tokens, targets)`, two LongTensors of shape (batch, 16)")
     assert "(batch, 16)" in chinese(a) and "`(tokens, targets)`" in chinese(a)
+
+
+# --- 12_modern_encoder ----------------------------------------------------------
+
+
+def test_12_rotated_scores_depend_only_on_the_offset():
+    """Scores of rotated q and k (transformers' own rotary code) agree for pairs
+    the same offset apart, and differ for the same distance the other way."""
+    from course.checks import modern
+
+    gen = torch.Generator().manual_seed(0)
+    for d in (32, 64):  # the embedded model's head size and bert-base's
+        for _ in range(10):
+            q, k = torch.randn(1, d, generator=gen), torch.randn(1, d, generator=gen)
+
+            def score(m, n, q=q, k=k):
+                rq = modern._rotated(q, torch.tensor([m]), 10000.0)
+                return float(rq @ modern._rotated(k, torch.tensor([n]), 10000.0)[0])
+
+            same = [score(3, 1), score(10, 8), score(103, 101)]
+            assert max(same) - min(same) < 5e-5  # four decimals
+            assert abs(score(3, 5) - same[0]) > 1e-3
+    says(
+        "12_modern_encoder",
+        "their scores agree to four decimals",
+        "its score differs",
+    )
+
+
+def test_12_pairs_are_halves_in_modernbert_and_llama_and_turn_ever_slower():
+    from transformers.models.llama import modeling_llama as llama
+    from transformers.models.modernbert import modeling_modernbert as mb
+
+    x = torch.arange(8.0)
+    halves = torch.cat([-x[4:], x[:4]])
+    assert torch.equal(mb.rotate_half(x), halves)
+    assert torch.equal(llama.rotate_half(x), halves)
+    rope = mb.ModernBertRotaryEmbedding(models.modern_bert().config)
+    inv_freq = rope.full_attention_inv_freq  # pair i's angle per position
+    assert bool((inv_freq[1:] < inv_freq[:-1]).all())
+    says(
+        "12_modern_encoder",
+        "ModernBERT and Llama pair feature i with feature i + d/2",
+        "the first pairs turn fast, the last ones slowly",
+    )
+
+
+def test_12_one_layer_in_three_is_global_and_local_layers_stop_at_half_the_window():
+    import transformers
+
+    from course.checks import modern
+
+    default = transformers.ModernBertConfig(num_hidden_layers=6).layer_types
+    assert default == (["full_attention"] + ["sliding_attention"] * 2) * 2
+    encoder = modern.course_encoder()  # the notebook's
+    config = encoder.config
+    assert config.layer_types == ["full_attention"] + ["sliding_attention"] * 2
+    ids = models.load_tokenizer()(data.SAMPLE_TEXT, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        attentions = encoder(ids, output_attentions=True).attentions
+    T, half = ids.shape[1], config.local_attention // 2
+    offset = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs()
+    assert bool((attentions[0] > 0).all())  # layer 0 reaches every token
+    for layer in (1, 2):
+        assert bool(((attentions[layer] > 0) == (offset <= half)).all())
+    says(
+        "12_modern_encoder",
+        "ModernBERT keeps that for one layer in three (`full_attention`)",
+        "layer 0 is global, its lines reach every token; in layers 1 and 2 (local)",
+    )
+
+
+def test_12_query_heads_share_kv_heads_in_order():
+    from transformers.models.llama import modeling_llama as llama
+
+    K = torch.randn(2, 3, 5, 4)
+    repeated = llama.repeat_kv(K, 4)  # (B, 12, T, d)
+    assert all(torch.equal(repeated[:, h], K[:, h // 4]) for h in range(12))
+    says(
+        "12_modern_encoder", "query heads 0..g-1 use K/V head 0, the next g use head 1"
+    )
+
+
+def test_12_cache_of_a_llama_3_8b_shape():
+    """2 x 32 layers x 8 heads x 128 x 8192 tokens x 2 bytes, measured on a random
+    Llama's cache scaled down, is 1 GiB; 32 K/V heads make it 4."""
+    from course.checks import modern
+
+    # the measured cache of a small Llama grows as each factor does
+    base = modern._measured_cache(2, 2, 8, 4, 1, "bfloat16")
+    assert base == 2 * 2 * 2 * 8 * 4 * 1 * 2
+    gib = 2 * 32 * 8 * 128 * 8192 * 2 / 2**30
+    assert (gib, 4 * gib, 16 * gib, 64 * gib) == (1, 4, 16, 64)
+    says(
+        "12_modern_encoder",
+        "A quarter of the cache",
+        "would need 16 GiB of cache with shared heads, and 64 GiB without",
+    )

@@ -101,3 +101,28 @@ def test_neuron_view_on_a_bert_base_sized_model_saved_without_vocab_txt(
         entry = nv_model(ids)[-1][0]
     assert entry["queries"].shape == (1, 12, ids.shape[1], 64)
     assert "attn-line-group" in viz.neuron_view(SAMPLE_TEXT, layer=0, head=0).data
+
+
+def test_modern_bert_is_seeded_alternates_layers_and_scores_are_not_flat():
+    """Same seed, same weights; layer i is global where i % global_every == 0; and
+    its random attention is far from uniform (ModernBERT's own init is nearly
+    uniform at this size, and no mistake would show in it)."""
+    a, b = models.modern_bert(seed=3), models.modern_bert(seed=3)
+    pairs = zip(a.parameters(), b.parameters(), strict=True)
+    assert all(torch.equal(p, q) for p, q in pairs)
+    model = models.modern_bert(num_layers=4, global_every=2, local_attention=4)
+    assert model.config.layer_types == ["full_attention", "sliding_attention"] * 2
+    ids = torch.randint(1, 100, (1, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        probs = model(ids, output_attentions=True).attentions[0]  # global: (1, H, T, T)
+    assert float(probs.max()) > 3 / 12  # a uniform row would be 1/12 everywhere
+
+
+def test_tiny_llama_keeps_fewer_kv_heads_in_its_cache():
+    model = models.tiny_llama(num_heads=6, num_kv_heads=2, head_size=4)
+    with torch.no_grad():
+        cache = model(torch.tensor([[1, 2, 3]]), use_cache=True).past_key_values
+    assert model.config.num_attention_heads == 6
+    assert all(
+        layer.keys.shape == layer.values.shape == (1, 2, 3, 4) for layer in cache.layers
+    )

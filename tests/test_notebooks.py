@@ -80,6 +80,15 @@ SPEC_IDS = {
         "diagnose_plateau",
         "diagnose_memory",
     ],
+    "12_modern_encoder": [
+        "rotary",
+        "sliding_window_mask",
+        "grouped_query_attention",
+        "modernbert_attention",
+        "kv_cache_bytes",
+        "why_offset",
+        "why_share_kv",
+    ],
 }
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ...checks import (
     heads,
     layer,
+    modern,
     oracles,
     outputs,
     positions,
@@ -38,6 +39,10 @@ FUSED = {"scaled_dot_product_attention", "multi_head_attention_forward"}
 FUSED |= {"MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"}
 FUSED |= {"Transformer", "TransformerDecoderLayer", "flash_attention"}
 SOFTMAXES, FUSED = frozenset(SOFTMAXES), frozenset(FUSED)
+#: transformers' own rotary code and K/V sharing (12 is about writing them)
+ROTARY = frozenset({"apply_rotary_pos_emb", "rotate_half", "ModernBertRotaryEmbedding"})
+ROTARY |= {"LlamaRotaryEmbedding", "rotary_emb"}
+SHARED_KV = FUSED | {"repeat_kv"}
 
 #: What softmax by hand may use: arithmetic, reductions, shapes and dtypes. Anything
 #: else (softmax under any name, fused attention, torch.distributions, ...) is out.
@@ -92,6 +97,9 @@ LESSONS = {
     "MultiHeadSelfAttention": Lesson(transformer.BUILD, FUSED),
     "EncoderBlock": Lesson(transformer.BUILD, FUSED),
     "chunked_attention": Lesson(oracles.FUSED, FUSED),
+    "rotary": Lesson(modern.ROTARY_LIB, ROTARY),
+    "grouped_query_attention": Lesson(modern.SHARED_KV, SHARED_KV),
+    "modernbert_attention": Lesson(modern.LAYER_BY_HAND, FUSED | ROTARY, ("0",)),
 }
 
 

@@ -1,0 +1,674 @@
+"""Checks for 12_modern_encoder: rotary positions, sliding windows, shared K/V heads.
+
+Oracles are transformers' own code and models: ModernBERT's rotary embedding and
+``apply_rotary_pos_emb``; the attention weights of a random ``ModernBertModel``
+(where its sliding-window layers let a query look) and what its attention modules
+return (captured by forward hooks); a random Llama's attention layer, whose K/V
+heads are shared by groups of query heads (``repeat_kv``), and the cache it keeps.
+A known mistake's numbers are made from the same library pieces, fed what the
+mistake changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from types import SimpleNamespace
+
+import torch
+import transformers
+from transformers.models.llama import modeling_llama as llama
+from transformers.models.modernbert import modeling_modernbert as mb
+
+from .. import models
+from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
+from ..i18n import N_, say
+from ..worked import worked as worked  # check.worked("<exercise>"), once tried
+from . import call, expect_close, expect_equal, expect_shape, fail
+from .blocking import forbid, no_forward
+from .oracles import NO_SCALE
+
+_Tensor = torch.Tensor  # taken at import, before any student code runs
+_equal = torch.equal
+
+INTERLEAVED = N_(
+    "rotated neighbouring pairs (0, 1), (2, 3), ... (the interleaved layout of "
+    "GPT-J and RoFormer); ModernBERT pairs feature i with feature i + d/2 "
+    "(rotate_half)."
+)
+BACKWARDS = N_(
+    "rotated the wrong way: the second half gets +x1·sin, the first half -x2·sin."
+)
+FREQUENCIES = N_(
+    "the frequencies are off: pair i turns by position · base^(-2i/d), for i = 0 "
+    "to d/2 - 1."
+)
+NO_POSITIONS = N_(
+    "the rotation ignores `positions` (it uses 0, 1, 2, ...): turn each token by "
+    "the position it is given."
+)
+OFF_BY_ONE = N_(
+    "the window is off by one: a query sees the keys up to window // 2 positions "
+    "away, that distance included."
+)
+WHOLE_WINDOW = N_(
+    "each side sees a whole window: ModernBERT's local_attention is the width of "
+    "the window, window // 2 on each side."
+)
+ONE_SIDED = N_(
+    "the window looks only back (a causal window); an encoder's window reaches "
+    "window // 2 positions on both sides."
+)
+INVERTED = N_("the window mask is inverted: True means may attend.")
+TILED = N_(
+    "K/V heads repeated in the wrong order (`repeat`/tile gives query head h K/V "
+    "head h % H_kv); query heads h·g to h·g + g - 1 share K/V head h: "
+    "repeat_interleave."
+)
+MASK_IGNORED = N_("the mask is ignored: blocked keys must get no weight.")
+ROPE_ON_V = N_(
+    "the values are rotated too: rotary positions turn only Q and K, so that the "
+    "scores see offsets; V carries content."
+)
+K_NOT_ROTATED = N_(
+    "only Q is rotated: rotate K as well, or the scores see absolute positions of "
+    "the queries alone."
+)
+WINDOW_ON_GLOBAL = N_(
+    "the window is applied on a global layer: only the layers whose type is "
+    "sliding_attention use it."
+)
+NO_WINDOW = N_(
+    "a sliding_attention layer attends to every key: apply the window mask there."
+)
+WRONG_THETA = N_(
+    "the rotary base is the other layer type's: global and local layers rotate "
+    "with their own rope_theta (config.rope_parameters[layer type])."
+)
+KV_ONLY_K = N_("counts only K: the cache keeps K and V, two tensors per layer.")
+KV_VALUES = N_("counts values, not bytes: multiply by bytes_per_value.")
+KV_NO_BATCH = N_("forgets the batch: every sequence in the batch has its own cache.")
+ROTARY_LIB = N_(
+    "Rotate by hand: transformers' rotary functions are turned off for this exercise."
+)
+SHARED_KV = N_(
+    "Share the K/V heads by hand: repeat_kv and torch's fused attention are "
+    "turned off for this exercise."
+)
+LAYER_BY_HAND = N_(
+    "Compute the layer's attention by hand from attn.Wqkv and attn.Wo, with your "
+    "rotary and sliding_window_mask: calling the attention module (or "
+    "transformers' rotary functions, or torch's fused attention) is the shortcut "
+    "this exercise turns off."
+)
+
+F = torch.nn.functional
+_FUSED = [(F, "scaled_dot_product_attention")]
+_ROTARY = [(mb, "apply_rotary_pos_emb"), (mb, "rotate_half")]
+
+
+# --- rotary ---------------------------------------------------------------------
+
+
+def _cos_sin(d: int, positions: _Tensor, base: float) -> tuple[_Tensor, _Tensor]:
+    """ModernBERT's rotary (cos, sin) for head size ``d``, each (T, d)."""
+    config = transformers.ModernBertConfig(
+        hidden_size=d, num_attention_heads=1, global_rope_theta=base
+    )
+    rope = mb.ModernBertRotaryEmbedding(config)
+    cos, sin = rope(torch.zeros(1), positions.long()[None], "full_attention")
+    return cos[0].double(), sin[0].double()
+
+
+def _rotated(x: _Tensor, positions: _Tensor, base: float, sign: int = 1) -> _Tensor:
+    """``x`` (..., T, d) rotated by transformers' ``apply_rotary_pos_emb``."""
+    *lead, T, d = x.shape
+    cos, sin = _cos_sin(d, positions, base)
+    flat = x.double().reshape(-1, T, d)
+    out, _ = mb.apply_rotary_pos_emb(flat, flat, cos, sign * sin, unsqueeze_dim=0)
+    return out.double().reshape(x.shape)
+
+
+def _interleaved(x: _Tensor, positions: _Tensor, base: float) -> _Tensor:
+    """The interleaved layout's rotation: pair (2i, 2i+1) turns by angle i."""
+    d = x.shape[-1]
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = positions.double()[:, None] * inv  # (T, d/2)
+    even, odd = x.double()[..., 0::2], x.double()[..., 1::2]
+    turned = (
+        even * angle.cos() - odd * angle.sin(),
+        even * angle.sin() + odd * angle.cos(),
+    )
+    return torch.stack(turned, dim=-1).flatten(-2)
+
+
+def _other_frequencies(x: _Tensor, positions: _Tensor, base: float) -> tuple:
+    """Half-split rotations with the exponent written as i/d or 2i/(d/2)."""
+    d = x.shape[-1]
+    out = []
+    for exponent in (torch.arange(d // 2) / d, torch.arange(0, d, 2) / (d // 2)):
+        angle = positions.double()[:, None] * base ** (-exponent.double())
+        cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([angle.sin()] * 2, -1)
+        half = torch.cat([-x.double()[..., d // 2 :], x.double()[..., : d // 2]], -1)
+        out.append(x.double() * cos + half * sin)
+    return tuple(out)
+
+
+def _expect_rotary(fn, x: _Tensor, positions: _Tensor, base: float) -> None:
+    with forbid(_ROTARY, ROTARY_LIB):
+        got = call(fn, x.clone(), positions.clone(), base, name="rotary")
+    expect_shape(
+        got,
+        x.shape,
+        "rotary(x, positions, base)",
+        N_("A rotation keeps the shape of x."),
+    )
+    T = x.shape[-2]
+    diagnose = {
+        INTERLEAVED: _interleaved(x, positions, base),
+        BACKWARDS: _rotated(x, positions, base, sign=-1),
+        FREQUENCIES: _other_frequencies(x, positions, base),
+    }
+    if not _equal(positions, torch.arange(T)):
+        diagnose[NO_POSITIONS] = _rotated(x, torch.arange(T), base)
+    expect_close(
+        got,
+        _rotated(x, positions, base),
+        "rotary(x, positions, base)",
+        diagnose=diagnose,
+        what=say("ModernBERT's rotary embedding"),
+    )
+
+
+def course_encoder():
+    """The notebook's encoder: a random ModernBERT with the course model's heads
+    (3 layers: global, local, local; a window of 8)."""
+    config = models.oracle_model().config
+    H = config.num_attention_heads
+    return _course_encoder(H, config.hidden_size // H, config.vocab_size)
+
+
+@functools.lru_cache(maxsize=2)
+def _course_encoder(H: int, d: int, vocab_size: int):
+    return models.modern_bert(seed=12, num_heads=H, head_size=d, vocab_size=vocab_size)
+
+
+def rotary_shape(fn) -> None:
+    """rotary keeps the shape of (B, H, T, d) queries of the course model's sizes."""
+    config = course_encoder().config
+    d = config.hidden_size // config.num_attention_heads
+    gen = torch.Generator().manual_seed(1200)
+    x = torch.randn(1, config.num_attention_heads, 7, d, generator=gen)
+    with forbid(_ROTARY, ROTARY_LIB):
+        got = call(fn, x, torch.arange(7), 10000.0, name="rotary")
+    expect_shape(
+        got, x.shape, "rotary(q, positions)", N_("A rotation keeps the shape of x.")
+    )
+
+
+def rotary_modernbert(fn) -> None:
+    """rotary equals ModernBERT's rotary embedding, both layer types' bases."""
+    gen = torch.Generator().manual_seed(1201)
+    for d, base in ((16, 10000.0), (32, 160000.0)):
+        x = torch.randn(2, 3, 9, d, generator=gen)
+        _expect_rotary(fn, x, torch.arange(9), base)
+
+
+def rotary_random(fn, seed: int) -> None:
+    """Other head sizes, bases, leading dims and positions that do not start at 0."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    for case in range(4):  # d = 2 has one pair: both layouts agree there
+        d = rng.choice([6, 8, 20, 64] if case == 0 else [2, 6, 8, 20, 64])
+        T = rng.randint(2, 11)
+        lead = rng.choice([(), (2,), (1, 3), (2, 2)])
+        base = rng.choice([100.0, 10000.0, 160000.0])
+        start = rng.randint(1, 40)
+        positions = torch.arange(start, start + 3 * T, 3)[
+            torch.randperm(T, generator=gen)
+        ]
+        _expect_rotary(fn, torch.randn(*lead, T, d, generator=gen), positions, base)
+
+
+# --- sliding windows ------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _modernbert_window(T: int, window: int) -> _Tensor:
+    """Where a random ModernBERT's sliding-window layer lets each query look."""
+    model = models.modern_bert(
+        seed=T,
+        num_layers=2,
+        num_heads=1,
+        head_size=8,
+        local_attention=window,
+        global_every=2,
+    )
+    ids = torch.randint(1, 100, (1, T), generator=torch.Generator().manual_seed(T))
+    with torch.no_grad():
+        probs = model(ids, output_attentions=True).attentions[1]  # (1, 1, T, T)
+    return probs[0, 0] > 0
+
+
+def _window_mistakes(T: int, window: int) -> dict[str, tuple[_Tensor, ...]]:
+    i = torch.arange(T)
+    offset = i[:, None] - i[None, :]  # query - key
+    half = window // 2
+    right = offset.abs() <= half
+    return {
+        OFF_BY_ONE: (offset.abs() < half, offset.abs() <= half + 1),
+        WHOLE_WINDOW: (offset.abs() <= window,),
+        ONE_SIDED: (
+            (offset >= 0) & (offset <= half),
+            (offset >= 0) & (offset < window),
+        ),
+        INVERTED: (~right,),
+    }
+
+
+def _expect_mask(got, want: _Tensor, name: str, mistakes: dict) -> None:
+    got = expect_shape(got, want.shape, name)
+    if got.dtype != torch.bool:
+        fail(
+            "{name} should be a bool tensor (True = may attend), but its dtype is "
+            "{dtype}.",
+            name=name,
+            dtype=got.dtype,
+        )
+    if _equal(got, want):
+        return
+    named = [m for m, wrongs in mistakes.items() if any(_equal(got, w) for w in wrongs)]
+    if named:
+        fail(
+            "{name} is wrong: {mistakes}",
+            name=name,
+            mistakes=say(" Or: ").join(say(m) for m in named),
+        )
+    q, k = (got != want).nonzero()[0].tolist()
+    fail(
+        "{name} differs from ModernBERT's window at {count} of {total} places, e.g. "
+        "query {q}, key {k}: yours says {yours}.",
+        name=name,
+        count=int((got != want).sum()),
+        total=want.numel(),
+        q=q,
+        k=k,
+        yours=bool(got[q, k]),
+    )
+
+
+def _expect_window(fn, T: int, window: int) -> None:
+    got = call(fn, T, window, name="sliding_window_mask")
+    name = say("sliding_window_mask({T}, {window})", T=T, window=window)
+    _expect_mask(got, _modernbert_window(T, window), name, _window_mistakes(T, window))
+
+
+def sliding_window_mask_shape(fn) -> None:
+    """sliding_window_mask gives a (T, T) bool tensor."""
+    T, window = 12, course_encoder().config.local_attention
+    got = call(fn, T, window, name="sliding_window_mask")
+    expect_shape(got, (T, T), "sliding_window_mask(T, window)")
+    if got.dtype != torch.bool:
+        fail(
+            "{name} should be a bool tensor (True = may attend), but its dtype is "
+            "{dtype}.",
+            name="sliding_window_mask(T, window)",
+            dtype=got.dtype,
+        )
+
+
+def sliding_window_mask_modernbert(fn) -> None:
+    """sliding_window_mask is where ModernBERT's local layers let queries look."""
+    for T, window in ((12, 4), (10, 6)):
+        _expect_window(fn, T, window)
+
+
+def sliding_window_mask_random(fn, seed: int) -> None:
+    """Other lengths and windows: odd ones, and windows wider than the text."""
+    rng = random.Random(seed)
+    for case in range(4):  # the first: a window narrower than the text
+        window = rng.choice([3, 4, 5, 8] if case == 0 else [2, 3, 4, 5, 8, 30])
+        low = window // 2 + 2 if case == 0 else 1
+        _expect_window(fn, rng.randint(low, 20), window)
+
+
+# --- grouped-query attention ----------------------------------------------------
+
+
+def _additive(mask: _Tensor | None, dtype=torch.float64) -> _Tensor | None:
+    """A bool mask (True = may attend) as the additive mask transformers adds."""
+    if mask is None:
+        return None
+    return torch.zeros(mask.shape, dtype=dtype).masked_fill(
+        ~mask, torch.finfo(dtype).min
+    )
+
+
+def _gqa(Q, K, V, mask, *, groups=None, scale=True, tiled=False) -> _Tensor:
+    """transformers' eager grouped-query attention (``repeat_kv``), (B, H, T, d)."""
+    H, H_kv, d = Q.shape[1], K.shape[1], Q.shape[-1]
+    g = groups or H // H_kv
+    if tiled:
+        K, V, g = K.repeat(1, g, 1, 1), V.repeat(1, g, 1, 1), 1
+    module = SimpleNamespace(num_key_value_groups=g, training=False)
+    out, _ = llama.eager_attention_forward(
+        module,
+        Q.double(),
+        K.double(),
+        V.double(),
+        _additive(mask),
+        scaling=d**-0.5 if scale else 1.0,
+    )
+    return out.transpose(1, 2)
+
+
+def _expect_gqa(fn, Q, K, V, mask, *, want=None, project=None) -> None:
+    """Compare ``fn(Q, K, V, mask)`` (then ``project``, if given) with ``want``
+    (default: transformers' eager attention with ``repeat_kv``)."""
+    B, H, T, d = Q.shape
+    with forbid(_FUSED + [(llama, "repeat_kv")], SHARED_KV):
+        got = call(
+            fn, Q.clone(), K.clone(), V.clone(), mask, name="grouped_query_attention"
+        )
+    name = "grouped_query_attention(Q, K, V, mask)"
+    expect_shape(
+        got, (B, H, T, d), name, N_("One context per query head: (B, H, T, d).")
+    )
+    diagnose = {
+        TILED: _gqa(Q, K, V, mask, tiled=True),
+        NO_SCALE: _gqa(Q, K, V, mask, scale=False),
+    }
+    if mask is not None:
+        diagnose[MASK_IGNORED] = _gqa(Q, K, V, None)
+    if project is not None:
+        got = project(got)
+        diagnose = {m: project(w.to(got.dtype)) for m, w in diagnose.items()}
+    expect_close(
+        got,
+        _gqa(Q, K, V, mask) if want is None else want,
+        name,
+        diagnose=diagnose,
+        what=say("the Llama layer's output")
+        if project
+        else say("transformers' repeat_kv attention"),
+    )
+
+
+def grouped_query_attention_shape(fn) -> None:
+    """grouped_query_attention gives one context per query head."""
+    gen = torch.Generator().manual_seed(1203)
+    Q, K, V = (torch.randn(2, h, 5, 8, generator=gen) for h in (6, 2, 2))
+    with forbid(_FUSED + [(llama, "repeat_kv")], SHARED_KV):
+        got = call(fn, Q, K, V, None, name="grouped_query_attention")
+    expect_shape(
+        got,
+        (2, 6, 5, 8),
+        "grouped_query_attention(Q, K, V)",
+        N_("One context per query head: (B, H, T, d)."),
+    )
+
+
+def _llama_case(H: int, H_kv: int, d: int, T: int, seed: int):
+    """A random Llama's first attention layer on random hidden states: its rotated
+    Q, K, V, the causal mask, its output and its output projection."""
+    model = models.tiny_llama(seed=seed, num_heads=H, num_kv_heads=H_kv, head_size=d)
+    attn = model.model.layers[0].self_attn
+    gen = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(1, T, H * d, generator=gen)
+    cos, sin = model.model.rotary_emb(hidden, torch.arange(T)[None])
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    with torch.no_grad():
+        out, _ = attn(
+            hidden,
+            position_embeddings=(cos, sin),
+            attention_mask=_additive(causal, torch.float32),
+        )
+        q, k, v = (
+            proj(hidden).view(1, T, -1, d).transpose(1, 2)
+            for proj in (attn.q_proj, attn.k_proj, attn.v_proj)
+        )
+        q, k = llama.apply_rotary_pos_emb(q, k, cos, sin)
+    return q, k, v, causal, out, attn.o_proj
+
+
+def grouped_query_attention_llama(fn) -> None:
+    """grouped_query_attention, fed a Llama layer's rotated Q, K and V and followed
+    by its output projection, gives the layer's own output."""
+    for H, H_kv in ((4, 2), (6, 3), (4, 1)):
+        q, k, v, causal, out, o_proj = _llama_case(H, H_kv, 8, 7, seed=H * 10 + H_kv)
+
+        def project(context, o_proj=o_proj):
+            B, _, T, _ = context.shape
+            with torch.no_grad():
+                return o_proj(context.transpose(1, 2).reshape(B, T, -1).float())
+
+        _expect_gqa(fn, q, k, v, causal, want=out, project=project)
+
+
+def _random_mask(gen, B: int, T: int, shape: str) -> _Tensor | None:
+    if shape == "none":
+        return None
+    size = {
+        "(T, T)": (T, T),
+        "(B, 1, T, T)": (B, 1, T, T),
+        "(B, 1, 1, T)": (B, 1, 1, T),
+    }
+    mask = torch.rand(*size[shape], generator=gen) < 0.6
+    mask[..., 0] = True  # every query may attend somewhere
+    return mask
+
+
+def grouped_query_attention_random(fn, seed: int) -> None:
+    """Other head counts (multi-query and plain multi-head too), sizes and masks."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    for case in range(4):  # the first: groups of several heads, several groups
+        H_kv = rng.choice([2, 3] if case == 0 else [1, 2, 3])
+        g = rng.choice([2, 4] if case == 0 else [1, 2, 4])
+        B, T, d = rng.randint(1, 3), rng.randint(2, 9), rng.choice([4, 8, 16])
+        Q = torch.randn(B, H_kv * g, T, d, generator=gen)
+        K, V = (torch.randn(B, H_kv, T, d, generator=gen) for _ in range(2))
+        shapes = ["(T, T)", "(B, 1, T, T)", "(B, 1, 1, T)"] + ["none"] * (case > 0)
+        shape = rng.choice(shapes)
+        _expect_gqa(fn, Q, K, V, _random_mask(gen, B, T, shape))
+
+
+# --- a ModernBERT layer's attention ---------------------------------------------
+
+
+def attention_io(model, ids: _Tensor) -> list[tuple]:
+    """What each attention module of a ModernBERT is given and returns when the
+    model reads ``ids`` (forward hooks): ``[(attn, hidden in, output)]``."""
+    seen = []
+    hooks = [
+        layer.attn.register_forward_hook(
+            lambda m, args, kwargs, out: seen.append((m, args[0], out[0])),
+            with_kwargs=True,
+        )
+        for layer in model.layers
+    ]
+    try:
+        with torch.no_grad():
+            model(ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+def _layer_variant(attn, hidden: _Tensor, **change) -> _Tensor:
+    """A ModernBERT attention module's output with one thing changed: ``theta``
+    (the rotary base), ``windowed`` (apply the window or not), ``rotate_v``,
+    ``rotate_k``, ``scale``; made from transformers' own pieces."""
+    config, B, T, _ = attn.config, *hidden.shape
+    kind = config.layer_types[attn.layer_idx]
+    theta = change.get("theta", config.rope_parameters[kind]["rope_theta"])
+    with torch.no_grad():
+        qkv = attn.Wqkv(hidden).double().view(B, T, 3, -1, attn.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, d)
+        q_r = _rotated(q, torch.arange(T), theta)
+        k_r = _rotated(k, torch.arange(T), theta) if change.get("rotate_k", True) else k
+        if change.get("rotate_v"):
+            v = _rotated(v, torch.arange(T), theta)
+        windowed = change.get("windowed", kind == "sliding_attention")
+        mask = _modernbert_window(T, config.local_attention) if windowed else None
+        module = SimpleNamespace(num_key_value_groups=1, training=False)
+        scaling = attn.head_dim**-0.5 if change.get("scale", True) else 1.0
+        context, _ = llama.eager_attention_forward(
+            module, q_r, k_r, v, _additive(mask), scaling
+        )
+        return attn.Wo(context.reshape(B, T, -1).to(hidden.dtype))
+
+
+def _layer_mistakes(attn, hidden: _Tensor) -> dict[str, _Tensor]:
+    config = attn.config
+    kind = config.layer_types[attn.layer_idx]
+    other = "full_attention" if kind == "sliding_attention" else "sliding_attention"
+    T = hidden.shape[1]
+    diagnose = {
+        ROPE_ON_V: _layer_variant(attn, hidden, rotate_v=True),
+        K_NOT_ROTATED: _layer_variant(attn, hidden, rotate_k=False),
+        NO_SCALE: _layer_variant(attn, hidden, scale=False),
+    }
+    thetas = config.rope_parameters
+    if thetas[other]["rope_theta"] != thetas[kind]["rope_theta"]:
+        diagnose[WRONG_THETA] = _layer_variant(
+            attn, hidden, theta=thetas[other]["rope_theta"]
+        )
+    if T > config.local_attention // 2 + 1:  # else the window blocks nothing
+        windowed = {WINDOW_ON_GLOBAL: True, NO_WINDOW: False}
+        message = WINDOW_ON_GLOBAL if kind == "full_attention" else NO_WINDOW
+        diagnose[message] = _layer_variant(attn, hidden, windowed=windowed[message])
+    return diagnose
+
+
+def _expect_layer(fn, attn, hidden: _Tensor, want: _Tensor) -> None:
+    name = say("modernbert_attention(attn, hidden) on layer {i}", i=attn.layer_idx)
+    with (
+        no_forward(attn, lesson=LAYER_BY_HAND),
+        forbid(_ROTARY + _FUSED, LAYER_BY_HAND),
+    ):
+        got = call(fn, attn, hidden.clone(), name="modernbert_attention")
+    expect_close(
+        got,
+        want,
+        name,
+        diagnose=_layer_mistakes(attn, hidden),
+        what=say("the ModernBERT layer's own attention output"),
+    )
+
+
+def _cases(model, T: int, seed: int):
+    ids = torch.randint(
+        1,
+        model.config.vocab_size,
+        (1, T),
+        generator=torch.Generator().manual_seed(seed),
+    )
+    return attention_io(model, ids)
+
+
+def modernbert_attention_global(fn) -> None:
+    """modernbert_attention gives a global layer's output (the notebook's encoder)."""
+    encoder = course_encoder()
+    for attn, hidden, out in _cases(encoder, 12, 1204):
+        if encoder.config.layer_types[attn.layer_idx] == "full_attention":
+            _expect_layer(fn, attn, hidden, out)
+
+
+def modernbert_attention_local(fn) -> None:
+    """modernbert_attention gives a sliding-window layer's output."""
+    encoder = course_encoder()
+    for attn, hidden, out in _cases(encoder, 12, 1205):
+        if encoder.config.layer_types[attn.layer_idx] == "sliding_attention":
+            _expect_layer(fn, attn, hidden, out)
+
+
+def modernbert_attention_random(fn, seed: int) -> None:
+    """Every layer of a random ModernBERT: other sizes, windows and layer patterns
+    (3 layers: global and local ones, whichever layer is global)."""
+    rng = random.Random(seed)
+    window = rng.choice([2, 4, 6])
+    model = models.modern_bert(
+        seed=rng.randint(0, 999),
+        num_layers=3,
+        num_heads=rng.choice([1, 2, 3]),
+        head_size=rng.choice([4, 8, 12]),
+        local_attention=window,
+        global_every=rng.choice([2, 3]),
+    )
+    T = rng.randint(window + 2, 14)
+    for attn, hidden, out in _cases(model, T, rng.randint(0, 99)):
+        _expect_layer(fn, attn, hidden, out)
+
+
+# --- the cache's memory ---------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=16)
+def _measured_cache(
+    layers: int, kv_heads: int, d: int, T: int, batch: int, dtype: str
+) -> int:
+    """Bytes a random Llama's cache holds after reading ``batch`` texts of T tokens."""
+    model = models.tiny_llama(
+        seed=0,
+        num_layers=layers,
+        num_heads=2 * kv_heads,
+        num_kv_heads=kv_heads,
+        head_size=d,
+    ).to(getattr(torch, dtype))
+    ids = torch.randint(1, 100, (batch, T), generator=torch.Generator().manual_seed(T))
+    with torch.no_grad():
+        cache = model(ids, use_cache=True).past_key_values
+    return sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+
+
+def _expect_cache_bytes(fn, layers, kv_heads, d, T, batch, dtype) -> None:
+    size = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    got = call(fn, layers, kv_heads, d, T, batch, size, name="kv_cache_bytes")
+    name = say(
+        "kv_cache_bytes({layers}, {kv_heads}, {d}, {T}, {batch}, {size})",
+        layers=layers,
+        kv_heads=kv_heads,
+        d=d,
+        T=T,
+        batch=batch,
+        size=size,
+    )
+    if not isinstance(got, int) or isinstance(got, bool):
+        fail(
+            "{name} should be an int, but it is a {type_name}.",
+            name=name,
+            type_name=type(got).__name__,
+        )
+    want = _measured_cache(layers, kv_heads, d, T, batch, dtype)
+    wrong = {KV_ONLY_K: want // 2, KV_VALUES: want // size, KV_NO_BATCH: want // batch}
+    named = [m for m, w in wrong.items() if got == w and w != want]
+    if named:
+        fail(
+            "{name} is wrong: {mistakes}",
+            name=name,
+            mistakes=say(" Or: ").join(say(m) for m in named),
+        )
+    expect_equal(got, want, name, N_("The number is what a Llama's cache measures."))
+
+
+def kv_cache_bytes_llama(fn) -> None:
+    """kv_cache_bytes is what a random Llama's cache measures, float32 and bfloat16."""
+    _expect_cache_bytes(fn, 2, 2, 8, 9, 3, "float32")
+    _expect_cache_bytes(fn, 3, 1, 16, 5, 2, "bfloat16")
+
+
+def kv_cache_bytes_random(fn, seed: int) -> None:
+    """Other layer counts, K/V head counts, sizes, lengths and batches."""
+    rng = random.Random(seed)
+    for _ in range(3):
+        _expect_cache_bytes(
+            fn,
+            rng.randint(1, 3),
+            rng.choice([1, 2, 3]),
+            rng.choice([4, 8]),
+            rng.randint(2, 12),
+            rng.randint(2, 3),
+            rng.choice(["float32", "bfloat16"]),
+        )
