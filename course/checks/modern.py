@@ -26,6 +26,7 @@ from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_equal, expect_shape, fail
 from .blocking import forbid, no_forward
+from .compare import either
 from .oracles import NO_SCALE
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
@@ -282,7 +283,7 @@ def _expect_mask(got, want: _Tensor, name: str, mistakes: dict) -> None:
         fail(
             "{name} is wrong: {mistakes}",
             name=name,
-            mistakes=say(" Or: ").join(say(m) for m in named),
+            mistakes=either(named),
         )
     q, k = (got != want).nonzero()[0].tolist()
     fail(
@@ -648,7 +649,7 @@ def _expect_cache_bytes(fn, layers, kv_heads, d, T, batch, dtype) -> None:
         fail(
             "{name} is wrong: {mistakes}",
             name=name,
-            mistakes=say(" Or: ").join(say(m) for m in named),
+            mistakes=either(named),
         )
     expect_equal(got, want, name, N_("The number is what a Llama's cache measures."))
 
