@@ -251,6 +251,48 @@ def tiny_llama(
     return _seeded(lambda: transformers.LlamaForCausalLM(config), seed)
 
 
+def tiny_encoder_decoder(
+    seed: int = 0,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    head_size: int = 8,
+    vocab_size: int = 100,
+) -> transformers.EncoderDecoderModel:
+    """A random-init encoder-decoder made of two BERTs (eval mode, eager attention):
+    each decoder layer has causal self-attention and a cross-attention whose keys
+    and values come from the encoder's output.
+
+    Parameters
+    ----------
+    seed : int
+        Seeds the weights, so the same call gives the same model.
+    num_layers, num_heads, head_size : int
+        Shape of the encoder and of the decoder; ``hidden_size = num_heads *
+        head_size``.
+    vocab_size : int
+        Size of both embedding tables.
+    """
+    hidden = num_heads * head_size
+    shape = dict(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        intermediate_size=2 * hidden,
+        # BERT's std of 0.02 gives near-uniform attention in a small random model,
+        # where no mistake would show: scores of size ~1 instead
+        initializer_range=(1.5 / hidden) ** 0.5,
+        pad_token_id=0,
+    )
+    config = transformers.EncoderDecoderConfig.from_encoder_decoder_configs(
+        BertConfig(**shape), BertConfig(**shape)
+    )
+    config.decoder_start_token_id, config.pad_token_id = 0, 0
+    for part in (config, config.encoder, config.decoder):
+        part._attn_implementation = "eager"
+    return _seeded(lambda: transformers.EncoderDecoderModel(config=config), seed)
+
+
 def neuron_view_model(model: BertModel | None = None):
     """bertviz's neuron-view BERT with the same weights as ``model``.
 

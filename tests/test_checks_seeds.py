@@ -50,6 +50,9 @@ COSTLY = {
     "heatmap_random",
     "key_mask_random",
     "fixed_split_heads_random",
+    "cross_attention_random",
+    "greedy_generate_random",
+    "sample_next_random",
 }
 
 

@@ -1398,3 +1398,84 @@ def test_12_cache_of_a_llama_3_8b_shape():
         "A quarter of the cache",
         "would need 16 GiB of cache with shared heads, and 64 GiB without",
     )
+
+
+# --- 13_decoding ----------------------------------------------------------------
+
+
+def test_13_cross_attention_rows_sum_to_one_over_the_source():
+    from course.checks import decoding
+
+    tokenizer = models.load_tokenizer()
+    src = tokenizer([data.SAMPLE_TEXT], return_tensors="pt")["input_ids"]
+    tgt = tokenizer(["the cat sat on the mat"], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        out = decoding.course_translator()(
+            input_ids=src, decoder_input_ids=tgt, output_attentions=True
+        )
+    for probs in out.cross_attentions:  # (1, H, Tq, Tk)
+        assert probs.shape[-2:] == (tgt.shape[1], src.shape[1])
+        assert torch.allclose(probs.sum(-1), torch.ones(()), atol=1e-5)
+    says("13_decoding", "Every row of a cross-attention head sums to 1 over the source")
+
+
+def test_13_a_decoder_keeps_earlier_keys_when_a_token_is_appended_bert_does_not():
+    """The decoder's cache of T tokens is the first T entries of its cache of
+    T + 1; BERT's states of earlier tokens change when one is appended."""
+    from course.checks import decoding
+
+    decoder = decoding.course_decoder()
+    ids = torch.randint(1, 1000, (1, 7), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        short = decoder(ids[:, :6], use_cache=True).past_key_values
+        long = decoder(ids, use_cache=True).past_key_values
+        for a, b in zip(short.layers, long.layers, strict=True):
+            assert torch.allclose(a.keys, b.keys[..., :6, :], atol=1e-5)
+            assert torch.allclose(a.values, b.values[..., :6, :], atol=1e-5)
+        bert = models.tiny_bert()
+        before = bert(ids[:, :6] % 100).hidden_states[2]
+        after = bert(ids % 100).hidden_states[2][:, :6]
+    assert not torch.allclose(before, after, atol=1e-3)
+    says(
+        "13_decoding",
+        "they have not changed: a causal mask means no token's states depend on a "
+        "later token",
+        "a new token changes the states of every earlier token in every layer above",
+    )
+
+
+def test_13_the_uncached_loop_reads_the_whole_sequence_each_step():
+    """transformers' own greedy generate, watched: without the cache it reads T,
+    T + 1, ..., T + n - 1 tokens; with it T, then one per step."""
+    from course.checks import decoding
+
+    decoder = decoding.course_decoder()
+    ids = torch.randint(1, 1000, (1, 5), generator=torch.Generator().manual_seed(1))
+    T, n = ids.shape[1], 6
+    runs = {}
+    for use_cache in (False, True):
+        tokens, read = decoding.tokens_read(
+            decoder,
+            lambda use_cache=use_cache: decoder.generate(
+                ids, max_new_tokens=n, do_sample=False, use_cache=use_cache
+            ),
+        )
+        runs[use_cache] = tokens
+        want = [T + s for s in range(n)] if not use_cache else [T] + [1] * (n - 1)
+        assert read == want
+    assert torch.equal(runs[False], runs[True])
+    says(
+        "13_decoding",
+        "T + (T + 1) + ... + (T + n - 1) tokens, the cached one T + (n - 1)",
+        "The two ways give the same tokens",
+    )
+
+
+def test_13_the_top_token_wins_more_often_at_low_temperature():
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])  # the notebook's
+    low, high = (torch.softmax(logits / t, -1)[0] for t in (0.5, 2.0))
+    assert low > 0.75 and high < 0.4
+    says(
+        "13_decoding",
+        "at 0.5 it is drawn most of the time, at 2 well under half the time",
+    )

@@ -89,6 +89,13 @@ SPEC_IDS = {
         "why_offset",
         "why_share_kv",
     ],
+    "13_decoding": [
+        "cross_attention",
+        "cached_attention",
+        "greedy_generate",
+        "sample_next",
+        "why_cache",
+    ],
 }
 
 

@@ -71,7 +71,7 @@ def _rubric_lines(lang: str) -> list[str]:
 @pytest.mark.parametrize("lang", EDITIONS)
 def test_every_written_answer_has_a_model_answer_and_a_rubric(lang):
     tasks = _tasks(lang)
-    assert len(tasks) == 12 and sum(p for p, _ in tasks.values()) == 19
+    assert len(tasks) == 13 and sum(p for p, _ in tasks.values()) == 21
     answer, heading, line = LABELS[lang]
     for grade_id, (points, source) in tasks.items():
         regions = REGION.findall(source)
@@ -98,9 +98,9 @@ def test_both_editions_have_the_same_rubric_points():
 @pytest.mark.parametrize("lang", EDITIONS)
 def test_no_rubric_in_the_release(lang):
     lines = _rubric_lines(lang)
-    assert len(lines) > 36  # twelve tasks: an answer and a rubric each, lines each
+    assert len(lines) > 39  # thirteen tasks: an answer and a rubric each, lines each
     notebooks = _notebooks(lang, "release")
-    assert len(notebooks) == 12
+    assert len(notebooks) == 13
     for path in notebooks:
         text = "".join(
             "".join(c["source"]) for c in json.loads(path.read_text("utf-8"))["cells"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import random
-from types import SimpleNamespace
 
 import torch
 import transformers
@@ -27,7 +26,7 @@ from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_equal, expect_shape, fail
 from .blocking import forbid, no_forward
 from .compare import either
-from .oracles import NO_SCALE
+from .oracles import NO_SCALE, additive_mask, eager_attention
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
 _equal = torch.equal
@@ -336,31 +335,13 @@ def sliding_window_mask_random(fn, seed: int) -> None:
 # --- grouped-query attention ----------------------------------------------------
 
 
-def _additive(mask: _Tensor | None, dtype=torch.float64) -> _Tensor | None:
-    """A bool mask (True = may attend) as the additive mask transformers adds."""
-    if mask is None:
-        return None
-    return torch.zeros(mask.shape, dtype=dtype).masked_fill(
-        ~mask, torch.finfo(dtype).min
-    )
-
-
-def _gqa(Q, K, V, mask, *, groups=None, scale=True, tiled=False) -> _Tensor:
-    """transformers' eager grouped-query attention (``repeat_kv``), (B, H, T, d)."""
-    H, H_kv, d = Q.shape[1], K.shape[1], Q.shape[-1]
-    g = groups or H // H_kv
+def _gqa(Q, K, V, mask, *, scale=True, tiled=False) -> _Tensor:
+    """transformers' eager grouped-query attention (``repeat_kv``), (B, H, T, d);
+    ``tiled``: the K/V heads repeated whole (``repeat``), not each in place."""
     if tiled:
-        K, V, g = K.repeat(1, g, 1, 1), V.repeat(1, g, 1, 1), 1
-    module = SimpleNamespace(num_key_value_groups=g, training=False)
-    out, _ = llama.eager_attention_forward(
-        module,
-        Q.double(),
-        K.double(),
-        V.double(),
-        _additive(mask),
-        scaling=d**-0.5 if scale else 1.0,
-    )
-    return out.transpose(1, 2)
+        g = Q.shape[1] // K.shape[1]
+        K, V = K.repeat(1, g, 1, 1), V.repeat(1, g, 1, 1)
+    return eager_attention(Q, K, V, mask, scale=scale)
 
 
 def _expect_gqa(fn, Q, K, V, mask, *, want=None, project=None) -> None:
@@ -422,7 +403,7 @@ def _llama_case(H: int, H_kv: int, d: int, T: int, seed: int):
         out, _ = attn(
             hidden,
             position_embeddings=(cos, sin),
-            attention_mask=_additive(causal, torch.float32),
+            attention_mask=additive_mask(causal, torch.float32),
         )
         q, k, v = (
             proj(hidden).view(1, T, -1, d).transpose(1, 2)
@@ -513,12 +494,8 @@ def _layer_variant(attn, hidden: _Tensor, **change) -> _Tensor:
             v = _rotated(v, torch.arange(T), theta)
         windowed = change.get("windowed", kind == "sliding_attention")
         mask = _modernbert_window(T, config.local_attention) if windowed else None
-        module = SimpleNamespace(num_key_value_groups=1, training=False)
-        scaling = attn.head_dim**-0.5 if change.get("scale", True) else 1.0
-        context, _ = llama.eager_attention_forward(
-            module, q_r, k_r, v, _additive(mask), scaling
-        )
-        return attn.Wo(context.reshape(B, T, -1).to(hidden.dtype))
+        context = eager_attention(q_r, k_r, v, mask, scale=change.get("scale", True))
+        return attn.Wo(context.transpose(1, 2).reshape(B, T, -1).to(hidden.dtype))
 
 
 def _layer_mistakes(attn, hidden: _Tensor) -> dict[str, _Tensor]:

@@ -7,6 +7,9 @@
   sample text, or on tiny BERTs of random sizes and padded random batches;
   :func:`own_copy` gives a caller its own copy of a case made once.
 * :func:`sample_qk`: bertviz's neuron-view queries and keys of a text;
+* :func:`eager_attention` / :func:`additive_mask`: transformers' own eager
+  attention (``eager_attention_forward``, with ``repeat_kv``) for Q, K, V and a
+  bool mask, the oracle where a check has Q, K and V but no module;
 * the sentences the checks of several notebooks say (:data:`NO_SCALE`,
   :data:`PER_BLOCK`, :data:`FUSED`, :data:`BY_HAND`): a notebook's checks import
   no other notebook's.
@@ -19,9 +22,11 @@ from __future__ import annotations
 import copy
 import functools
 import random
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
+from transformers.models.llama import modeling_llama as llama
 
 from .. import data
 from ..i18n import N_
@@ -43,6 +48,45 @@ BY_HAND = N_(
     "attention module (or torch's fused attention) is the shortcut this "
     "exercise turns off."
 )
+
+
+def additive_mask(
+    mask: torch.Tensor | None, dtype=torch.float64, fill: float | None = None
+) -> torch.Tensor | None:
+    """A bool mask (True = may attend) as the additive mask transformers adds: 0
+    where allowed, ``fill`` where blocked (default: the dtype's lowest number;
+    ``-inf`` gives the NaN of a row with nothing allowed)."""
+    if mask is None:
+        return None
+    fill = torch.finfo(dtype).min if fill is None else fill
+    return torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, fill)
+
+
+def eager_attention(
+    Q: torch.Tensor,
+    K: torch.Tensor,
+    V: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    scale: bool = True,
+    groups: int | None = None,
+    fill: float | None = None,
+) -> torch.Tensor:
+    """transformers' eager attention in float64: Q (B, H, Tq, d), K and V
+    (B, H_kv, Tk, d), each K/V head shared by ``groups`` query heads (default
+    H // H_kv, as ``repeat_kv``); ``mask`` bool, True = may attend. (B, H, Tq, d)."""
+    module = SimpleNamespace(
+        num_key_value_groups=groups or Q.shape[1] // K.shape[1], training=False
+    )
+    out, _ = llama.eager_attention_forward(
+        module,
+        Q.double(),
+        K.double(),
+        V.double(),
+        additive_mask(mask, fill=fill),
+        scaling=Q.shape[-1] ** -0.5 if scale else 1.0,
+    )
+    return out.transpose(1, 2)  # (B, H, Tq, d)
 
 
 class Case:

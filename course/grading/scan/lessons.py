@@ -15,6 +15,7 @@ import ast
 from dataclasses import dataclass
 
 from ...checks import (
+    decoding,
     heads,
     layer,
     modern,
@@ -100,6 +101,9 @@ LESSONS = {
     "rotary": Lesson(modern.ROTARY_LIB, ROTARY),
     "grouped_query_attention": Lesson(modern.SHARED_KV, SHARED_KV),
     "modernbert_attention": Lesson(modern.LAYER_BY_HAND, FUSED | ROTARY, ("0",)),
+    "cross_attention": Lesson(decoding.CROSS_BY_HAND, FUSED, ("2",)),
+    "cached_attention": Lesson(decoding.CACHE_BY_HAND, FUSED),
+    "greedy_generate": Lesson(decoding.GENERATE_BY_HAND, frozenset({"generate"})),
 }
 
 

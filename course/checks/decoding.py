@@ -1,0 +1,833 @@
+"""Checks for 13_decoding: cross-attention, a KV cache, greedy decoding, sampling.
+
+Oracles are transformers' and torch's own code: the cross-attention modules of a
+random ``EncoderDecoderModel`` made of two BERTs (what each returns, captured by
+forward hooks, and the module called by the checks); torch's causal
+``scaled_dot_product_attention`` over the whole sequence for the cache; a random
+Llama's ``generate`` (greedy) and its logits for decoding; ``torch.softmax`` of
+the tempered logits for sampling, against the student's draws counted.
+A known mistake's numbers are made from the same library pieces, fed what the
+mistake changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import torch
+import transformers
+from transformers.models.bert import modeling_bert as bert
+
+from .. import models
+from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
+from ..i18n import N_, say
+from ..worked import worked as worked  # check.worked("<exercise>"), once tried
+from . import CheckFailed, call, expect_close, expect_shape, expect_tensor, fail
+from .blocking import forbid, no_forward
+from .compare import either, with_hint
+from .oracles import NO_SCALE, eager_attention
+
+_Tensor = torch.Tensor  # taken at import, before any student code runs
+_equal = torch.equal
+F = torch.nn.functional
+
+SWAPPED = N_(
+    "the queries and the keys/values are swapped: queries come from x (the "
+    "decoder), keys and values from memory (the encoder's output)."
+)
+MEMORY_MASK_IGNORED = N_(
+    "memory_mask is ignored: padded source tokens must get no weight."
+)
+MEMORY_MASK_INVERTED = N_(
+    "memory_mask is read the wrong way round: 1 marks a real token that may be "
+    "attended, 0 a padded one."
+)
+CROSS_CAUSAL = N_(
+    "a causal mask in cross-attention: the whole source is known before decoding "
+    "starts, so every target position may see every real source token."
+)
+CROSS_BY_HAND = N_(
+    "Compute cross-attention by hand from attn.query, attn.key and attn.value: "
+    "calling the module (or torch's fused attention) is the shortcut this "
+    "exercise turns off."
+)
+NOT_OFFSET = N_(
+    "the causal mask is not offset by the cache: new token i sits at position "
+    "P + i (P tokens cached) and sees keys 0 to P + i, the last t rows of the "
+    "(P + t, P + t) causal mask."
+)
+NO_CAUSAL = N_(
+    "no causal mask: when several new tokens come at once (the prefill), each may "
+    "see only itself and the tokens before it."
+)
+NO_SELF = N_(
+    "a token does not see itself: query i may attend to keys 0 to i, i included."
+)
+PREPENDED = N_(
+    "the new keys and values are put before the cached ones: append them after, "
+    "where their positions are."
+)
+WRONG_AXIS = N_(
+    "the cache grows on the wrong axis: K and V are (B, H, T, d), and new tokens "
+    "are appended along T (dim -2)."
+)
+CACHE_BY_HAND = N_(
+    "Keep the cache and attend by hand: torch's fused attention is turned off "
+    "for this exercise."
+)
+CACHE_IGNORED = N_(
+    "with use_cache=True every step still feeds the whole sequence: keep "
+    "out.past_key_values and give the model only the new token with it."
+)
+WHOLE_WITH_CACHE = N_(
+    "each step feeds the whole sequence and the cache: the cache already holds "
+    "the earlier tokens, so the model reads them twice; feed only the new token."
+)
+ONE_TOKEN_NO_CACHE = N_(
+    "a step feeds one token without the cache: the model then sees that token "
+    "alone; pass past_key_values (the cache the model returned)."
+)
+FIRST_POSITION = N_(
+    "the next token is taken from the first position's logits: the model predicts "
+    "what follows the sequence at its last position, logits[:, -1]."
+)
+NEW_ONLY = N_(
+    "only the new tokens are returned: return the prompt followed by them, "
+    "(B, T + max_new_tokens)."
+)
+GENERATE_BY_HAND = N_(
+    "Write the decoding loop by hand: model.generate is turned off for this exercise."
+)
+TEMPERATURE_AFTER = N_(
+    "the temperature has no effect on the draws: divide the logits by it before "
+    "the softmax (probabilities divided after the softmax are the same once "
+    "renormalised)."
+)
+TEMPERATURE_TIMES = N_(
+    "the logits are multiplied by the temperature: divide them by it (a high "
+    "temperature flattens the distribution, a low one sharpens it)."
+)
+ALWAYS_ARGMAX = N_(
+    "every draw is the most likely token: with temperature > 0 draw from the "
+    "distribution (torch.multinomial), take the argmax only at temperature 0."
+)
+NOT_LOGITS = N_(
+    "the draws do not follow the logits at all: softmax(logits / temperature) "
+    "gives each token's probability."
+)
+ZERO_TEMPERATURE = N_(
+    "Hint: temperature=0 means the argmax; dividing by 0 gives inf and NaN, so "
+    "handle it before dividing."
+)
+IGNORES_GENERATOR = N_(
+    "the draws ignore `generator`: the same generator state must give the same "
+    "tokens, and another state other tokens (pass generator= to the sampling "
+    "call)."
+)
+
+# --- cross-attention --------------------------------------------------------------
+
+
+def course_translator():
+    """The notebook's encoder-decoder: two random 2-layer BERTs with the course
+    model's heads and vocabulary."""
+    config = models.oracle_model().config
+    H = config.num_attention_heads
+    return _course_translator(H, config.hidden_size // H, config.vocab_size)
+
+
+@functools.lru_cache(maxsize=2)
+def _course_translator(H: int, d: int, vocab_size: int):
+    return models.tiny_encoder_decoder(
+        seed=13, num_heads=H, head_size=d, vocab_size=vocab_size
+    )
+
+
+def cross_attention_io(model, input_ids, attention_mask, decoder_input_ids) -> list:
+    """What each cross-attention module of an encoder-decoder is given and returns
+    when the model reads a batch (forward hooks): ``[(attn, x, memory, memory_mask,
+    context)]``, ``memory_mask`` the encoder's ``attention_mask``."""
+    seen = []
+
+    def keep(module, args, kwargs, out) -> None:  # returns None: output unchanged
+        x = args[0] if args else kwargs["hidden_states"]
+        memory = kwargs["encoder_hidden_states"]
+        seen.append((module, x, memory, attention_mask, out[0]))
+
+    hooks = [
+        layer.crossattention.self.register_forward_hook(keep, with_kwargs=True)
+        for layer in model.decoder.bert.encoder.layer
+    ]
+    try:
+        with torch.no_grad():
+            model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                decoder_input_ids=decoder_input_ids,
+            )
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+def _module_context(attn, x, memory, mask: _Tensor | None, scale=True) -> _Tensor:
+    """What the cross-attention module returns for ``x`` over ``memory``; ``mask``
+    bool (B, Tq, Tk) or (B, Tk), True = may attend; ``scale=False``: no 1/sqrt(d)."""
+    if mask is not None and mask.ndim == 2:
+        mask = mask[:, None, :]  # (B, 1, Tk)
+    additive = None
+    if mask is not None:
+        additive = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo().min)
+        additive = additive[:, None]  # (B, 1, Tq or 1, Tk)
+    saved = attn.scaling
+    attn.scaling = saved if scale else 1.0
+    try:
+        with torch.no_grad():
+            return attn(x, encoder_hidden_states=memory, attention_mask=additive)[0]
+    finally:
+        attn.scaling = saved
+
+
+def _cross_mistakes(attn, x, memory, mask: _Tensor | None) -> dict:
+    """``{mistake: what it returns}`` for one cross-attention call; ``mask`` the
+    memory mask as bool (B, Tk) or None."""
+    B, Tq, _ = x.shape
+    Tk = memory.shape[1]
+    diagnose = {NO_SCALE: _module_context(attn, x, memory, mask, scale=False)}
+    if Tq == Tk:  # only then do swapped inputs give the right shape
+        diagnose[SWAPPED] = (
+            _module_context(attn, memory, x, mask),
+            _module_context(attn, memory, x, None),
+        )
+    if Tq > 1:
+        causal = torch.ones(Tq, Tk, dtype=torch.bool).tril()
+        full = torch.ones(B, Tk, dtype=torch.bool) if mask is None else mask
+        diagnose[CROSS_CAUSAL] = _module_context(
+            attn, x, memory, causal & full[:, None]
+        )
+    if mask is not None and not bool(mask.all()):
+        diagnose[MEMORY_MASK_IGNORED] = _module_context(attn, x, memory, None)
+        inverted = _cross_inverted(attn, x, memory, mask)
+        diagnose[MEMORY_MASK_INVERTED] = inverted
+    return diagnose
+
+
+def _cross_inverted(attn, x, memory, mask: _Tensor) -> tuple:
+    """The module fed the mask the wrong way round; a row with no token left is
+    NaN (an -inf fill) or uniform (a finite one), as the student's fill makes it."""
+    finite = _module_context(attn, x, memory, ~mask)
+    empty = ~(~mask).any(dim=-1)  # (B,): rows with no padding left nothing
+    with_nan = finite.clone()
+    with_nan[empty] = float("nan")
+    return finite, with_nan
+
+
+def _expect_cross(
+    fn, attn, x, memory, memory_mask, want: _Tensor | None = None, shape_only=False
+):
+    """Compare ``fn(x, memory, attn, memory_mask)`` with the module's own output
+    (or ``want``, what it returned inside the model); ``shape_only``: its shape."""
+    B, Tq, D = x.shape
+    Tk = memory.shape[1]
+    with (
+        no_forward(attn, lesson=CROSS_BY_HAND),
+        forbid(
+            [(F, "scaled_dot_product_attention"), (bert, "eager_attention_forward")],
+            CROSS_BY_HAND,
+        ),
+    ):
+        got = call(
+            fn,
+            x.clone(),
+            memory.clone(),
+            attn,
+            None if memory_mask is None else memory_mask.clone(),
+            name="cross_attention",
+        )
+    name = "cross_attention(x, memory, attn, memory_mask)"
+    got = expect_tensor(got, name)
+    if Tq != Tk and tuple(got.shape) == (B, Tk, D):
+        fail("{name} is wrong: {mistakes}", name=name, mistakes=say(SWAPPED))
+    expect_shape(got, (B, Tq, D), name, N_("One context per query: (B, Tq, D)."))
+    if shape_only:
+        return
+    mask = None if memory_mask is None else memory_mask.bool()
+    expect_close(
+        got,
+        _module_context(attn, x, memory, mask) if want is None else want,
+        name,
+        diagnose=_cross_mistakes(attn, x, memory, mask),
+        what=say("the cross-attention module's own output"),
+    )
+
+
+def _source_batch(vocab: int, B: int, Tk: int, Tq: int, seed: int):
+    """Random source ids with padding at the end of all rows but the first, their
+    attention mask (1 = real token), and random target ids."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(1, vocab, (B, Tk), generator=gen)
+    mask = torch.ones(B, Tk, dtype=torch.long)
+    for row in range(1, B):
+        mask[row, torch.randint(1, Tk, (1,), generator=gen).item() :] = 0
+    src = src * mask  # pad id 0
+    tgt = torch.randint(1, vocab, (B, Tq), generator=gen)
+    return src, mask, tgt
+
+
+def cross_attention_shape(fn) -> None:
+    """cross_attention gives one context per query, (B, Tq, D), for Tq != Tk."""
+    attn = course_translator().decoder.bert.encoder.layer[0].crossattention.self
+    D = attn.all_head_size
+    gen = torch.Generator().manual_seed(1300)
+    x, memory = torch.randn(2, 4, D, generator=gen), torch.randn(2, 9, D, generator=gen)
+    _expect_cross(fn, attn, x, memory, None, shape_only=True)
+
+
+def cross_attention_translator(fn) -> None:
+    """cross_attention gives what every cross-attention module of the notebook's
+    encoder-decoder returns, on a padded source batch as long as the target (the
+    shape test has other lengths)."""
+    model = course_translator()
+    src, mask, tgt = _source_batch(model.config.encoder.vocab_size, 3, 8, 8, 1301)
+    for attn, x, memory, memory_mask, out in cross_attention_io(model, src, mask, tgt):
+        _expect_cross(fn, attn, x, memory, memory_mask, want=out)
+
+
+def cross_attention_random(fn, seed: int) -> None:
+    """Other random encoder-decoders (heads, sizes), lengths and padding; equal
+    source and target lengths too."""
+    rng = random.Random(seed)
+    for case in range(3):  # the first: equal lengths, where a swap keeps the shape
+        model = models.tiny_encoder_decoder(
+            seed=rng.randint(0, 999),
+            num_layers=1,
+            num_heads=rng.choice([1, 2, 3]),
+            head_size=rng.choice([4, 8]),
+        )
+        Tk = rng.randint(3, 9)
+        Tq = Tk if case == 0 else rng.randint(1, 9)
+        src, mask, tgt = _source_batch(
+            100, rng.randint(2, 3), Tk, Tq, rng.randint(0, 99)
+        )
+        for attn, x, memory, memory_mask, out in cross_attention_io(
+            model, src, mask, tgt
+        ):
+            _expect_cross(fn, attn, x, memory, memory_mask, want=out)
+
+
+# --- a KV cache -------------------------------------------------------------------
+
+
+def _causal_rows(Q, K, V, past: int, *, offset=True, self_too=True, fill=None):
+    """Attention of the last t queries over all P + t keys: ``offset`` (query i
+    at position P + i) or not (the mask's first t rows), ``self_too`` (a query
+    sees its own key) or not; transformers' eager attention, (B, H, t, d)."""
+    t, total = Q.shape[-2], K.shape[-2]
+    rows = torch.arange(t)[:, None] + (past if offset else 0)
+    keys = torch.arange(total)[None, :]
+    mask = keys <= rows if self_too else keys < rows
+    return eager_attention(Q, K, V, mask, fill=fill)
+
+
+def _step_mistakes(q, K, V, past: int) -> dict:
+    """``{mistake: context}`` for new queries ``q`` (B, H, t, d) over the right
+    keys ``K``, ``V`` (B, H, P + t, d)."""
+    t = q.shape[-2]
+    diagnose = {
+        NO_SELF: tuple(
+            _causal_rows(q, K, V, past, self_too=False, fill=f)
+            for f in (None, float("-inf"))
+        )
+    }
+    if t > 1:
+        diagnose[NO_CAUSAL] = eager_attention(q, K, V)
+    if past > 0:
+        diagnose[NOT_OFFSET] = _causal_rows(q, K, V, past, offset=False)
+    if past > 0:
+        order = torch.cat([torch.arange(past, past + t), torch.arange(past)])
+        diagnose[PREPENDED] = (
+            _causal_rows(q, K[..., order, :], V[..., order, :], past),
+            eager_attention(q, K[..., order, :], V[..., order, :]),
+        )
+    return diagnose
+
+
+def _wrong_axis_shapes(B: int, H: int, total: int, d: int, t: int) -> set:
+    """Cache shapes that a concatenation on another axis would give."""
+    past = total - t
+    return {
+        (B + B * (past > 0), H, t, d),
+        (B, H + H * (past > 0), t, d),
+        (B, H, t, d + d * (past > 0)),
+    } - {(B, H, total, d)}
+
+
+def _expect_step(fn, q, k, v, cache, K_all, V_all, label: str):
+    """One call of ``fn(q, k, v, cache)`` against torch's causal attention over
+    every token so far (``K_all``, ``V_all``); returns the student's new cache."""
+    B, H, t, d = q.shape
+    total, past = K_all.shape[-2], K_all.shape[-2] - t
+    with forbid([(F, "scaled_dot_product_attention")], CACHE_BY_HAND):
+        got = call(fn, q.clone(), k.clone(), v.clone(), cache, name="cached_attention")
+    name = say("cached_attention(q, k, v, cache) {label}", label=label)
+    if not (isinstance(got, tuple) and len(got) == 2):
+        fail("{name} should return a pair (context, cache).", name=name)
+    context, new_cache = got
+    if not (isinstance(new_cache, tuple) and len(new_cache) == 2):
+        fail("{name} should return the cache as a pair (K, V).", name=name)
+    for part in new_cache:
+        part = expect_tensor(part, say("the cache of {name}", name=name))
+        if tuple(part.shape) in _wrong_axis_shapes(B, H, total, d, t):
+            fail("{name} is wrong: {mistakes}", name=name, mistakes=say(WRONG_AXIS))
+    expect_shape(
+        context, (B, H, t, d), name, N_("One context per new query: (B, H, t, d).")
+    )
+    with torch.no_grad():
+        want = F.scaled_dot_product_attention(
+            q.double(),
+            K_all.double(),
+            V_all.double(),
+            is_causal=False,
+            attn_mask=torch.arange(total)[None, :]
+            <= torch.arange(past, total)[:, None],
+        )
+    expect_close(
+        context,
+        want,
+        name,
+        diagnose=_step_mistakes(q, K_all, V_all, past),
+        what=say("torch's causal attention over every token so far"),
+    )
+    for part, right, what in zip(new_cache, (K_all, V_all), "KV", strict=True):
+        expect_close(
+            part,
+            right,
+            say("the cached {what} after {label}", what=what, label=label),
+            diagnose={
+                PREPENDED: torch.cat([right[..., past:, :], right[..., :past, :]], -2)
+            },
+            what=say("every token's keys and values so far, in order"),
+        )
+    return new_cache
+
+
+def _run_steps(fn, chunks: list[int], B: int, H: int, d: int, seed: int) -> None:
+    """Feed ``fn`` the tokens in chunks of the given sizes, its own cache each time."""
+    gen = torch.Generator().manual_seed(seed)
+    T = sum(chunks)
+    Q, K, V = (torch.randn(B, H, T, d, generator=gen) for _ in range(3))
+    cache, start = None, 0
+    for step, t in enumerate(chunks):
+        end = start + t
+        label = (
+            say("for a prefill of {t} tokens", t=t)
+            if step == 0
+            else say(
+                "at step {step} ({t} new after {past} cached)",
+                step=step,
+                t=t,
+                past=start,
+            )
+        )
+        cache = _expect_step(
+            fn,
+            Q[..., start:end, :],
+            K[..., start:end, :],
+            V[..., start:end, :],
+            cache,
+            K[..., :end, :],
+            V[..., :end, :],
+            label,
+        )
+        start = end
+
+
+def cached_attention_prefill(fn) -> None:
+    """cached_attention with no cache: causal attention over the prompt, and the
+    prompt's K and V as the cache."""
+    _run_steps(fn, [6], B=2, H=3, d=8, seed=1302)
+
+
+def cached_attention_steps(fn) -> None:
+    """A prefill, then one token at a time, then a chunk of two: the same context
+    as attention over every token, and a cache that grows along T."""
+    _run_steps(fn, [4, 1, 1, 2], B=1, H=2, d=8, seed=1303)
+
+
+def cached_attention_random(fn, seed: int) -> None:
+    """Other batches, heads, sizes and chunk sizes (chunks as long as the cache
+    too, where a wrong axis keeps going)."""
+    rng = random.Random(seed)
+    for case in range(3):  # the first: chunks of several tokens after a cache
+        first = rng.randint(2, 5)
+        chunks = [first, first] if case == 0 else [rng.randint(1, 5)]
+        chunks += [rng.choice([1, 1, 2, 3]) for _ in range(rng.randint(1, 3))]
+        # the first with one sequence and one head: a cat on the batch or the
+        # head axis then runs, and its cache shows the axis
+        B, H = (1, 1) if case == 0 else (rng.randint(1, 3), rng.randint(1, 3))
+        _run_steps(fn, chunks, B=B, H=H, d=rng.choice([4, 8]), seed=rng.randint(0, 999))
+
+
+# --- greedy decoding --------------------------------------------------------------
+
+
+def course_decoder():
+    """The notebook's decoder: a random 2-layer Llama with the course model's query
+    heads (half as many K/V heads where it has an even number) and vocabulary."""
+    config = models.oracle_model().config
+    H = config.num_attention_heads
+    return _course_decoder(H, config.hidden_size // H, config.vocab_size)
+
+
+@functools.lru_cache(maxsize=2)
+def _course_decoder(H: int, d: int, vocab_size: int):
+    return _decoder(13, H, H // 2 if H % 2 == 0 else H, d, vocab_size, 2)
+
+
+def _decoder(seed: int, H: int, H_kv: int, d: int, vocab: int, layers: int):
+    model = models.tiny_llama(
+        seed=seed,
+        num_layers=layers,
+        num_heads=H,
+        num_kv_heads=H_kv,
+        head_size=d,
+        vocab_size=vocab,
+    )
+    model.generation_config.eos_token_id = None  # generate every token asked for
+    return model
+
+
+class _Watch:
+    """While a student's loop runs: what each call of the model fed its first
+    attention layer (new tokens, keys attended) and the last position's logits."""
+
+    def __init__(self, model):
+        self.model, self.fed, self.logits = model, [], []
+
+    def __enter__(self):
+        attn = self.model.model.layers[0].self_attn
+
+        def fed(_module, args, kwargs, _out) -> None:
+            hidden = args[0] if args else kwargs["hidden_states"]
+            cache = kwargs.get("past_key_values")
+            keys = hidden.shape[1] if cache is None else cache.get_seq_length()
+            self.fed.append((int(hidden.shape[1]), int(keys)))
+
+        def logits(_module, _args, out) -> None:
+            self.logits.append(out[:, -1].detach().clone())
+
+        self.hooks = [
+            attn.register_forward_hook(fed, with_kwargs=True),
+            self.model.lm_head.register_forward_hook(logits),
+        ]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.hooks:
+            h.remove()
+
+    def probe(self, tokens, *_args) -> dict:
+        """The call's result with what the loop fed: the evidence a check reads."""
+        return {"tokens": tokens, "fed": list(self.fed), "logits": list(self.logits)}
+
+
+def tokens_read(model, run):
+    """``(run(), reads)``: what ``run()`` returned, and how many new tokens each
+    call of the decoder ``model`` read while it ran."""
+    with _Watch(model) as watch:
+        result = run()
+    return result, [new for new, _ in watch.fed]
+
+
+def _generated(model, ids: _Tensor, n: int):
+    """transformers' greedy ``generate``: the tokens and each step's logits."""
+    with torch.no_grad():
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=n,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+    return out.sequences, [step.double() for step in out.logits]
+
+
+def _decisive_prompt(model, B: int, T: int, n: int, gen) -> _Tensor:
+    """A prompt whose greedy steps have a clear winner (top two logits apart by
+    1e-4 or more), so float32 rounding cannot change a token."""
+    vocab = model.config.vocab_size
+    for _ in range(20):
+        ids = torch.randint(1, vocab, (B, T), generator=gen)
+        _, logits = _generated(model, ids, n)
+        top = torch.stack([s.topk(2, dim=-1).values for s in logits])  # (n, B, 2)
+        if float((top[..., 0] - top[..., 1]).min()) > 1e-4:
+            return ids
+    return ids
+
+
+def _feeding_mistake(fed: list, T: int, use_cache: bool) -> str | None:
+    """The way of feeding the model that ``fed`` shows, if it is a known mistake."""
+    steps = fed[1:]
+    if not use_cache or not steps:
+        return None
+    if all(new > 1 and keys == new for new, keys in steps):
+        return CACHE_IGNORED
+    if any(new > 1 and keys > new for new, keys in steps):
+        return WHOLE_WITH_CACHE
+    if any(new == 1 and keys == 1 for new, keys in steps):
+        return ONE_TOKEN_NO_CACHE
+    return None
+
+
+def _expect_greedy(fn, model, ids: _Tensor, n: int, use_cache: bool, label: str):
+    B, T = ids.shape
+    want, want_logits = _generated(model, ids, n)
+    with (
+        _Watch(model) as watch,
+        forbid([(transformers.GenerationMixin, "generate")], GENERATE_BY_HAND),
+    ):
+        seen = call(
+            fn,
+            model,
+            ids.clone(),
+            n,
+            use_cache,
+            name="greedy_generate",
+            probe=watch.probe,
+        )
+    name = say(
+        "greedy_generate(model, input_ids, {n}, use_cache={use_cache}) {label}",
+        n=n,
+        use_cache=use_cache,
+        label=label,
+    )
+    tokens = expect_tensor(seen["tokens"], name)
+    if tuple(tokens.shape) == (B, n):
+        fail("{name} is wrong: {mistakes}", name=name, mistakes=say(NEW_ONLY))
+    expect_shape(tokens, (B, T + n), name)
+    mistake = _feeding_mistake(seen["fed"], T, use_cache)
+    if mistake:
+        fail("{name} is wrong: {mistakes}", name=name, mistakes=say(mistake))
+    if _equal(tokens.long(), want):
+        _expect_logits(seen["logits"], want_logits, name)
+        return tokens
+    with torch.no_grad():
+        first = model(ids).logits[:, 0].argmax(-1)  # (B,)
+    # fed whole sequences, position 0 predicts the same token every step
+    if not use_cache and _equal(tokens[:, T:].long(), first[:, None].expand(B, n)):
+        fail("{name} is wrong: {mistakes}", name=name, mistakes=say(FIRST_POSITION))
+    row, step = (tokens.long() != want).nonzero()[0].tolist()
+    fail(
+        "{name} differs from transformers' greedy generate at row {row}, token "
+        "{step}: yours is {yours}, generate's {theirs}.",
+        name=name,
+        row=row,
+        step=step,
+        yours=int(tokens[row, step]),
+        theirs=int(want[row, step]),
+    )
+
+
+def _expect_logits(logits: list, want: list, name: str) -> None:
+    """Each step's last-position logits, as the loop computed them, against
+    generate's (the first ``len(want)`` model calls)."""
+    for step, right in enumerate(want):
+        if step >= len(logits):
+            return
+        expect_close(
+            logits[step],
+            right,
+            say("the logits of {name} at step {step}", name=name, step=step),
+            what=say("transformers' generate"),
+        )
+
+
+def greedy_generate_no_cache(fn) -> None:
+    """greedy_generate(use_cache=False) gives transformers' greedy tokens."""
+    model = course_decoder()
+    gen = torch.Generator().manual_seed(1304)
+    ids = _decisive_prompt(model, 2, 5, 6, gen)
+    _expect_greedy(fn, model, ids, 6, False, say("on the notebook's decoder"))
+
+
+def greedy_generate_cache(fn) -> None:
+    """greedy_generate(use_cache=True) gives the same tokens, one new token a step."""
+    model = course_decoder()
+    gen = torch.Generator().manual_seed(1305)
+    ids = _decisive_prompt(model, 2, 5, 6, gen)
+    _expect_greedy(fn, model, ids, 6, True, say("on the notebook's decoder"))
+
+
+def greedy_generate_random(fn, seed: int) -> None:
+    """Other random Llamas, batches and lengths: with and without the cache, the
+    same tokens and logits as generate."""
+    rng = random.Random(seed)
+    for case in range(2):
+        H_kv = rng.choice([1, 2])
+        model = _decoder(
+            rng.randint(0, 999),
+            H_kv * rng.choice([1, 2]),
+            H_kv,
+            rng.choice([4, 8]),
+            100,
+            rng.randint(1, 2),
+        )
+        gen = torch.Generator().manual_seed(rng.randint(0, 999))
+        B, T, n = rng.randint(1, 3), rng.randint(2, 6), rng.randint(3, 7)
+        ids = _decisive_prompt(model, B, T, n, gen)
+        label = say("on a random Llama")
+        for use_cache in (case != 0, case == 0):  # the first: no cache first
+            _expect_greedy(fn, model, ids, n, use_cache, label)
+
+
+# --- sampling ---------------------------------------------------------------------
+
+DRAWS = 4000  # per row of logits: the counts' noise is about 0.01 in total variation
+TOLERANCE = 0.05  # total variation distance a right answer stays within
+
+
+def _spread_logits(rows: int, vocab: int, gen) -> _Tensor:
+    """Logits from -3 to 3 in a random order per row: every temperature's
+    distribution is far from the others'."""
+    base = torch.linspace(-3.0, 3.0, vocab)
+    return torch.stack(
+        [base[torch.randperm(vocab, generator=gen)] for _ in range(rows)]
+    )
+
+
+def _frequencies(tokens: _Tensor, rows: int, vocab: int) -> _Tensor:
+    """How often each token was drawn for each of ``rows`` rows repeated DRAWS
+    times: (rows, vocab)."""
+    counts = torch.zeros(rows, vocab, dtype=torch.float64)
+    owner = torch.arange(rows).repeat_interleave(DRAWS)
+    counts.index_put_(
+        (owner, tokens.long().clamp(0, vocab - 1)),
+        torch.ones(len(owner)).double(),
+        accumulate=True,
+    )
+    return counts / DRAWS
+
+
+def _distance(p: _Tensor, q: _Tensor) -> float:
+    """The largest total variation distance between two rows of distributions."""
+    return float(0.5 * (p - q).abs().sum(-1).max())
+
+
+def _draw(
+    fn, logits: _Tensor, temperature: float, seed: int, name: str, hint: str = ""
+) -> _Tensor:
+    """``fn(logits, temperature, generator)`` with a generator seeded ``seed``;
+    ``hint`` follows the verdict where the call raised."""
+    try:
+        got = call(
+            fn,
+            logits.clone(),
+            temperature,
+            torch.Generator().manual_seed(seed),
+            name="sample_next",
+        )
+    except CheckFailed as err:
+        if not hint:
+            raise
+        raise CheckFailed(with_hint(str(err), hint)) from None
+    got = expect_shape(
+        got, (logits.shape[0],), name, N_("One token per row of logits: (B,).")
+    )
+    if got.is_floating_point() or got.dtype == torch.bool:
+        fail(
+            "{name} should hold token ids (a LongTensor), but its dtype is {dtype}.",
+            name=name,
+            dtype=got.dtype,
+        )
+    return got
+
+
+def _expect_distribution(fn, logits: _Tensor, temperature: float, seed: int) -> None:
+    """DRAWS draws of each row against softmax(logits / temperature)."""
+    rows, vocab = logits.shape
+    name = say("sample_next(logits, {t}, generator)", t=temperature)
+    many = logits.repeat_interleave(DRAWS, dim=0)  # (rows * DRAWS, vocab)
+    got = _frequencies(_draw(fn, many, temperature, seed, name), rows, vocab)
+    want = torch.softmax(logits.double() / temperature, dim=-1)
+    if _distance(got, want) <= TOLERANCE:
+        return
+    mistakes = {
+        TEMPERATURE_AFTER: torch.softmax(logits.double(), dim=-1),
+        TEMPERATURE_TIMES: torch.softmax(logits.double() * temperature, dim=-1),
+        ALWAYS_ARGMAX: F.one_hot(logits.argmax(-1), vocab).double(),
+        NOT_LOGITS: torch.full((rows, vocab), 1.0 / vocab, dtype=torch.float64),
+    }
+    named = [m for m, p in mistakes.items() if _distance(got, p) <= TOLERANCE]
+    if named:
+        fail("{name} is wrong: {mistakes}", name=name, mistakes=either(named))
+    token = int((got - want).abs()[0].argmax())
+    fail(
+        "{name} does not draw from softmax(logits / temperature): in {draws} draws "
+        "of row 0, token {token} came {got:.1%} of the time, not {want:.1%}.",
+        name=name,
+        draws=DRAWS,
+        token=token,
+        got=float(got[0, token]),
+        want=float(want[0, token]),
+    )
+
+
+def _expect_argmax(fn, logits: _Tensor) -> None:
+    name = say("sample_next(logits, 0, generator)")
+    got = _draw(fn, logits, 0.0, 0, name, hint=ZERO_TEMPERATURE)
+    want = logits.argmax(-1)
+    if not _equal(got.long(), want):
+        row = int((got.long() != want).nonzero()[0])
+        fail(
+            "{name} should be the argmax of each row: row {row} gives {yours}, the "
+            "argmax is {argmax}.",
+            name=name,
+            row=row,
+            yours=int(got[row]),
+            argmax=int(want[row]),
+        )
+
+
+def _expect_reproducible(fn, logits: _Tensor, temperature: float) -> None:
+    """Two generators in the same state give the same draws, others others."""
+    name = say("sample_next(logits, {t}, generator)", t=temperature)
+    first, again, other = (
+        _draw(fn, logits, temperature, seed, name) for seed in (7, 7, 8)
+    )
+    if not _equal(first, again) or _equal(first, other):
+        fail("{name} is wrong: {mistakes}", name=name, mistakes=say(IGNORES_GENERATOR))
+
+
+def sample_next_shape(fn) -> None:
+    """sample_next gives one token id per row, a LongTensor of shape (B,)."""
+    logits = _spread_logits(3, 7, torch.Generator().manual_seed(1306))
+    _draw(fn, logits, 1.0, 0, "sample_next(logits, 1.0, generator)")
+
+
+def sample_next_greedy(fn) -> None:
+    """At temperature 0, sample_next is the argmax of each row."""
+    _expect_argmax(fn, _spread_logits(5, 11, torch.Generator().manual_seed(1307)))
+
+
+def sample_next_distribution(fn) -> None:
+    """At temperatures 0.5 and 2, the draws follow softmax(logits / temperature),
+    and the generator decides them."""
+    logits = _spread_logits(2, 6, torch.Generator().manual_seed(1308))
+    for temperature in (0.5, 2.0):
+        _expect_distribution(fn, logits, temperature, seed=int(temperature * 10))
+    _expect_reproducible(fn, logits.repeat(50, 1), 1.0)
+
+
+def sample_next_random(fn, seed: int) -> None:
+    """Other vocabularies, rows and temperatures (far from 1, where mistakes show)."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(2):
+        logits = _spread_logits(rng.randint(1, 3), rng.randint(4, 9), gen)
+        temperature = rng.choice([0.4, 0.6, 1.8, 2.5])
+        _expect_distribution(fn, logits, temperature, seed=rng.randint(0, 999))
+    _expect_argmax(fn, _spread_logits(rng.randint(2, 6), rng.randint(3, 20), gen))
+    _expect_reproducible(fn, _spread_logits(40, 5, gen), rng.choice([0.7, 1.5]))
