@@ -745,6 +745,24 @@ def _draw(
     return got
 
 
+def _sampling_mistakes(logits: _Tensor, temperature: float) -> dict:
+    """``{mistake: the distribution it draws from}``, (rows, vocab) each."""
+    rows, vocab = logits.shape
+    return {
+        TEMPERATURE_AFTER: torch.softmax(logits.double(), dim=-1),
+        TEMPERATURE_TIMES: torch.softmax(logits.double() * temperature, dim=-1),
+        ALWAYS_ARGMAX: F.one_hot(logits.argmax(-1), vocab).double(),
+        NOT_LOGITS: torch.full((rows, vocab), 1.0 / vocab, dtype=torch.float64),
+    }
+
+
+def _separated(logits: _Tensor, temperature: float) -> bool:
+    """Every mistake's distribution is far (3 tolerances) from the right one."""
+    want = torch.softmax(logits.double() / temperature, dim=-1)
+    wrong = _sampling_mistakes(logits, temperature).values()
+    return all(_distance(p, want) > 3 * TOLERANCE for p in wrong)
+
+
 def _expect_distribution(fn, logits: _Tensor, temperature: float, seed: int) -> None:
     """DRAWS draws of each row against softmax(logits / temperature)."""
     rows, vocab = logits.shape
@@ -754,12 +772,7 @@ def _expect_distribution(fn, logits: _Tensor, temperature: float, seed: int) -> 
     want = torch.softmax(logits.double() / temperature, dim=-1)
     if _distance(got, want) <= TOLERANCE:
         return
-    mistakes = {
-        TEMPERATURE_AFTER: torch.softmax(logits.double(), dim=-1),
-        TEMPERATURE_TIMES: torch.softmax(logits.double() * temperature, dim=-1),
-        ALWAYS_ARGMAX: F.one_hot(logits.argmax(-1), vocab).double(),
-        NOT_LOGITS: torch.full((rows, vocab), 1.0 / vocab, dtype=torch.float64),
-    }
+    mistakes = _sampling_mistakes(logits, temperature)
     named = [m for m, p in mistakes.items() if _distance(got, p) <= TOLERANCE]
     if named:
         fail("{name} is wrong: {mistakes}", name=name, mistakes=either(named))
@@ -828,6 +841,9 @@ def sample_next_random(fn, seed: int) -> None:
     for _ in range(2):
         logits = _spread_logits(rng.randint(1, 3), rng.randint(4, 9), gen)
         temperature = rng.choice([0.4, 0.6, 1.8, 2.5])
+        while not _separated(logits, temperature):  # e.g. 4 tokens at 0.4: argmax
+            logits = _spread_logits(rng.randint(1, 3), rng.randint(4, 9), gen)
+            temperature = rng.choice([0.4, 0.6, 1.8, 2.5])
         _expect_distribution(fn, logits, temperature, seed=rng.randint(0, 999))
     _expect_argmax(fn, _spread_logits(rng.randint(2, 6), rng.randint(3, 20), gen))
     _expect_reproducible(fn, _spread_logits(40, 5, gen), rng.choice([0.7, 1.5]))
