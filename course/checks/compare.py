@@ -33,6 +33,19 @@ def expect_tensor(x, name: str) -> _Tensor:
     return x
 
 
+def expect_bool_mask(x, name: str) -> _Tensor:
+    """Fail unless ``x`` is a bool tensor (a mask, True = may attend); return it."""
+    x = expect_tensor(x, name)
+    if x.dtype != torch.bool:
+        fail(
+            "{name} should be a bool tensor (True = may attend), but its dtype is "
+            "{dtype}.",
+            name=name,
+            dtype=x.dtype,
+        )
+    return x
+
+
 def expect_shape(x, shape: Iterable[int], name: str, hint: str = "") -> _Tensor:
     """Fail unless ``x`` is a tensor of exactly ``shape``."""
     x = expect_tensor(x, name)
@@ -127,7 +140,7 @@ def expect_close(
         )
     ]
     if named:  # on some inputs two mistakes give the same numbers: name both
-        fail("{name} is wrong: {mistakes}", name=name, mistakes=either(named))
+        fail_mistaken(name, *named)
     expect_finite(actual, name)
     fail(
         "{name} does not match {what}: the largest difference is "
@@ -147,6 +160,20 @@ def with_hint(sentence: str, hint: str) -> str:
 def either(mistakes: list[str]) -> str:
     """Several misconceptions that give the same numbers, each in the language."""
     return say(" Or: ").join(say(m) for m in mistakes)
+
+
+def fail_mistaken(name: str, *mistakes: str) -> None:
+    """Fail with the verdict that names the known misconceptions ``name`` shows.
+
+    Parameters
+    ----------
+    name : str
+        How to name the student's value in the message.
+    *mistakes : str
+        Catalog sentences, one per misconception; several where, on this input,
+        they give the same numbers (joined with "Or:").
+    """
+    fail("{name} is wrong: {mistakes}", name=name, mistakes=either(list(mistakes)))
 
 
 def expect_equal(actual, expected, name: str, hint: str = "") -> None:

@@ -22,9 +22,9 @@ from . import (
     expect_close,
     expect_finite,
     expect_shape,
-    expect_tensor,
     fail,
 )
+from .compare import expect_bool_mask
 from .debugging_masked import (  # noqa: F401 - the notebook's first fix
     HALF,
     masked_oracle,
@@ -48,12 +48,7 @@ MIXED = N_(
 
 def _expect_key_mask(fn, case) -> None:
     got = call(fn, case.mask.clone(), name="key_mask")
-    got = expect_tensor(got, "key_mask(attention_mask)")
-    if got.dtype != torch.bool:
-        fail(
-            "key_mask should give a bool tensor (True = may attend), not {dtype}.",
-            dtype=got.dtype,
-        )
+    got = expect_bool_mask(got, "key_mask(attention_mask)")
     q, k, _ = case.qkv()  # (B, H, T, d)
     scores = q @ k.mT / math.sqrt(case.d)  # (B, H, T, T)
     B, T = case.mask.shape

@@ -14,6 +14,7 @@ import torch
 
 from ..i18n import N_, say
 from . import call, expect_close, expect_shape, fail, is_close
+from .compare import fail_mistaken
 
 _softmax = torch.softmax
 
@@ -66,11 +67,11 @@ def _expect_masked(fn, scores, mask, dim: int = -1) -> None:
     tol = 2e-3 if scores.dtype == torch.float16 else 1e-5
     if bool(empty.any()) and is_close(got[~empty], want[~empty], tol, tol):
         if bool(got[empty].isnan().all()):
-            fail("{name} is wrong: {mistakes}", name=name, mistakes=NAN_ROWS)
+            fail_mistaken(name, NAN_ROWS)
         if bool(got[empty].isfinite().all() and got[empty].any()):
-            fail("{name} is wrong: {mistakes}", name=name, mistakes=LEAKS)
+            fail_mistaken(name, LEAKS)
     if scores.dtype == torch.float16 and bool(got[~empty].isnan().any()):
-        fail("{name} is wrong: {mistakes}", name=name, mistakes=HALF)
+        fail_mistaken(name, HALF)
     if scores.dtype == torch.float64 and is_close(
         got, masked_oracle(scores.float(), mask, dim), tol, tol
     ):

@@ -25,8 +25,8 @@ from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import CheckFailed, call, expect_close, expect_shape, expect_tensor, fail
 from .blocking import forbid, no_forward
-from .compare import either, with_hint
-from .oracles import NO_SCALE, eager_attention
+from .compare import fail_mistaken, with_hint
+from .oracles import NO_SCALE, additive_mask, eager_attention
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
 _equal = torch.equal
@@ -177,9 +177,8 @@ def _module_context(attn, x, memory, mask: _Tensor | None, scale=True) -> _Tenso
     bool (B, Tq, Tk) or (B, Tk), True = may attend; ``scale=False``: no 1/sqrt(d)."""
     if mask is not None and mask.ndim == 2:
         mask = mask[:, None, :]  # (B, 1, Tk)
-    additive = None
-    if mask is not None:
-        additive = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo().min)
+    additive = additive_mask(mask, torch.float32)  # (B, Tq or 1, Tk)
+    if additive is not None:
         additive = additive[:, None]  # (B, 1, Tq or 1, Tk)
     saved = attn.scaling
     attn.scaling = saved if scale else 1.0
@@ -249,7 +248,7 @@ def _expect_cross(
     name = "cross_attention(x, memory, attn, memory_mask)"
     got = expect_tensor(got, name)
     if Tq != Tk and tuple(got.shape) == (B, Tk, D):
-        fail("{name} is wrong: {mistakes}", name=name, mistakes=say(SWAPPED))
+        fail_mistaken(name, SWAPPED)
     expect_shape(got, (B, Tq, D), name, N_("One context per query: (B, Tq, D)."))
     if shape_only:
         return
@@ -380,7 +379,7 @@ def _expect_step(fn, q, k, v, cache, K_all, V_all, label: str):
     for part in new_cache:
         part = expect_tensor(part, say("the cache of {name}", name=name))
         if tuple(part.shape) in _wrong_axis_shapes(B, H, total, d, t):
-            fail("{name} is wrong: {mistakes}", name=name, mistakes=say(WRONG_AXIS))
+            fail_mistaken(name, WRONG_AXIS)
     expect_shape(
         context, (B, H, t, d), name, N_("One context per new query: (B, H, t, d).")
     )
@@ -606,11 +605,11 @@ def _expect_greedy(fn, model, ids: _Tensor, n: int, use_cache: bool, label: str)
     )
     tokens = expect_tensor(seen["tokens"], name)
     if tuple(tokens.shape) == (B, n):
-        fail("{name} is wrong: {mistakes}", name=name, mistakes=say(NEW_ONLY))
+        fail_mistaken(name, NEW_ONLY)
     expect_shape(tokens, (B, T + n), name)
     mistake = _feeding_mistake(seen["fed"], T, use_cache)
     if mistake:
-        fail("{name} is wrong: {mistakes}", name=name, mistakes=say(mistake))
+        fail_mistaken(name, mistake)
     if _equal(tokens.long(), want):
         _expect_logits(seen["logits"], want_logits, name)
         return tokens
@@ -618,7 +617,7 @@ def _expect_greedy(fn, model, ids: _Tensor, n: int, use_cache: bool, label: str)
         first = model(ids).logits[:, 0].argmax(-1)  # (B,)
     # fed whole sequences, position 0 predicts the same token every step
     if not use_cache and _equal(tokens[:, T:].long(), first[:, None].expand(B, n)):
-        fail("{name} is wrong: {mistakes}", name=name, mistakes=say(FIRST_POSITION))
+        fail_mistaken(name, FIRST_POSITION)
     row, step = (tokens.long() != want).nonzero()[0].tolist()
     fail(
         "{name} differs from transformers' greedy generate at row {row}, token "
@@ -775,7 +774,7 @@ def _expect_distribution(fn, logits: _Tensor, temperature: float, seed: int) -> 
     mistakes = _sampling_mistakes(logits, temperature)
     named = [m for m, p in mistakes.items() if _distance(got, p) <= TOLERANCE]
     if named:
-        fail("{name} is wrong: {mistakes}", name=name, mistakes=either(named))
+        fail_mistaken(name, *named)
     token = int((got - want).abs()[0].argmax())
     fail(
         "{name} does not draw from softmax(logits / temperature): in {draws} draws "
@@ -811,7 +810,7 @@ def _expect_reproducible(fn, logits: _Tensor, temperature: float) -> None:
         _draw(fn, logits, temperature, seed, name) for seed in (7, 7, 8)
     )
     if not _equal(first, again) or _equal(first, other):
-        fail("{name} is wrong: {mistakes}", name=name, mistakes=say(IGNORES_GENERATOR))
+        fail_mistaken(name, IGNORES_GENERATOR)
 
 
 def sample_next_shape(fn) -> None:

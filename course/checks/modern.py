@@ -25,7 +25,7 @@ from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_equal, expect_shape, fail
 from .blocking import forbid, no_forward
-from .compare import either
+from .compare import expect_bool_mask, fail_mistaken
 from .oracles import NO_SCALE, additive_mask, eager_attention
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
@@ -267,23 +267,12 @@ def _window_mistakes(T: int, window: int) -> dict[str, tuple[_Tensor, ...]]:
 
 
 def _expect_mask(got, want: _Tensor, name: str, mistakes: dict) -> None:
-    got = expect_shape(got, want.shape, name)
-    if got.dtype != torch.bool:
-        fail(
-            "{name} should be a bool tensor (True = may attend), but its dtype is "
-            "{dtype}.",
-            name=name,
-            dtype=got.dtype,
-        )
+    got = expect_bool_mask(expect_shape(got, want.shape, name), name)
     if _equal(got, want):
         return
     named = [m for m, wrongs in mistakes.items() if any(_equal(got, w) for w in wrongs)]
     if named:
-        fail(
-            "{name} is wrong: {mistakes}",
-            name=name,
-            mistakes=either(named),
-        )
+        fail_mistaken(name, *named)
     q, k = (got != want).nonzero()[0].tolist()
     fail(
         "{name} differs from ModernBERT's window at {count} of {total} places, e.g. "
@@ -307,14 +296,8 @@ def sliding_window_mask_shape(fn) -> None:
     """sliding_window_mask gives a (T, T) bool tensor."""
     T, window = 12, course_encoder().config.local_attention
     got = call(fn, T, window, name="sliding_window_mask")
-    expect_shape(got, (T, T), "sliding_window_mask(T, window)")
-    if got.dtype != torch.bool:
-        fail(
-            "{name} should be a bool tensor (True = may attend), but its dtype is "
-            "{dtype}.",
-            name="sliding_window_mask(T, window)",
-            dtype=got.dtype,
-        )
+    name = "sliding_window_mask(T, window)"
+    expect_bool_mask(expect_shape(got, (T, T), name), name)
 
 
 def sliding_window_mask_modernbert(fn) -> None:
@@ -623,11 +606,7 @@ def _expect_cache_bytes(fn, layers, kv_heads, d, T, batch, dtype) -> None:
     wrong = {KV_ONLY_K: want // 2, KV_VALUES: want // size, KV_NO_BATCH: want // batch}
     named = [m for m, w in wrong.items() if got == w and w != want]
     if named:
-        fail(
-            "{name} is wrong: {mistakes}",
-            name=name,
-            mistakes=either(named),
-        )
+        fail_mistaken(name, *named)
     expect_equal(got, want, name, N_("The number is what a Llama's cache measures."))
 
 

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from ..i18n import N_, say
 from . import CheckFailed, call, equal, expect_close, expect_shape, fail, forbid
+from .compare import expect_bool_mask
 
 _sdpa = F.scaled_dot_product_attention
 SWAPPED = N_(
@@ -31,16 +32,7 @@ CAUSAL = N_(
 
 def _expect_causal(fn, T: int) -> None:
     got = call(fn, T, name="causal_mask")
-    if not isinstance(got, torch.Tensor):
-        fail(
-            "causal_mask should return a tensor, not {type_name}.",
-            type_name=type(got).__name__,
-        )
-    if got.dtype != torch.bool:
-        fail(
-            "causal_mask should be a bool tensor (True = may attend), not {dtype}.",
-            dtype=got.dtype,
-        )
+    got = expect_bool_mask(got, f"causal_mask({T})")
     expect_shape(got, (T, T), f"causal_mask({T})")
     i = torch.arange(T)
     want = i[:, None] >= i[None, :]

@@ -27,6 +27,7 @@ from . import (
     fail,
     softmax_forbidden,
 )
+from .compare import fail_mistaken
 from .oracles import sample_qk
 from .softmax_scaling import (  # noqa: F401 - the notebook's scaling exercises
     _diagnose_scores,
@@ -154,14 +155,8 @@ def _expect_rows(fn, Q, K) -> None:
         if allclose(
             cols.double(), torch.ones_like(cols, dtype=torch.float64), atol=1e-4
         ):
-            fail(
-                "{name} is wrong: {mistakes}",
-                name="attention_weights",
-                mistakes=ROWS_DIM,
-            )
-        fail(
-            "{name} is wrong: {mistakes}", name="attention_weights", mistakes=WRONG_DIM
-        )
+            fail_mistaken("attention_weights", ROWS_DIM)
+        fail_mistaken("attention_weights", WRONG_DIM)
 
 
 def attention_weights_values(fn) -> None:
