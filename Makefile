@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 ARGS   ?=
 
-.PHONY: help setup services browser cjk-font proxy hub lab test lint format notebooks release grade feedback report check clean
+.PHONY: help setup services browser cjk-font proxy hub lab test test-fast lint format notebooks release grade feedback report check clean
 
 help:  ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -51,6 +51,9 @@ hub: setup proxy  ## Start the course's JupyterHub (root; docs/classroom.md)
 
 test: setup browser services proxy lint  ## Set up and run every test
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
+
+test-fast: setup lint  ## The tests that take seconds (no kernels, services or browser)
+	$(BIN)/python -m pytest -n 2 -m "not slow" $(ARGS)
 
 lint: setup  ## ruff: lint and format check (no changes)
 	$(BIN)/ruff check .

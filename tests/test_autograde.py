@@ -20,6 +20,8 @@ from harness import (
 from course import grading
 from course.grading import cells
 
+pytestmark = pytest.mark.slow  # a nbgrader autograde per fixture round
+
 
 def _has_fixtures(assignment: str) -> bool:
     try:

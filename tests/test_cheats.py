@@ -25,7 +25,7 @@ from course import grading
 from course.checks import softmax as softmax_checks
 
 # One class graded once: every test of this module runs on the same xdist worker.
-pytestmark = pytest.mark.xdist_group("cheats")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cheats")]
 
 A = "05_softmax_and_scaling"
 SOFTMAX_DIM0 = """

@@ -19,6 +19,8 @@ from harness import (
 
 from course import grading
 
+pytestmark = pytest.mark.slow  # every hidden check on 207 seeds
+
 # 8: 06's first random batch has B == T, where a (B, T) mask added to (B, H, T, T)
 # scores broadcasts without an error; the other seeds' first batches raise.
 SEEDS = (7, 8, 11, 4242, 31_337, 123_456, 987_654)

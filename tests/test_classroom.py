@@ -63,6 +63,7 @@ HERE = Path(__file__).resolve().parents[1]
 SHOTS = HERE / "reports" / "classroom"
 BIN = Path(sys.executable).parent
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="makes Unix accounts (root)"),
     pytest.mark.xdist_group("classroom"),
 ]

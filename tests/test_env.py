@@ -30,7 +30,7 @@ GROUPED = """
 import os
 import pytest
 
-pytestmark = pytest.mark.xdist_group("one_class")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("one_class")]
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from course import grading
 from course.grading import cells
 
 # One class graded once: every test of this module runs on the same xdist worker.
-pytestmark = pytest.mark.xdist_group("grade_cli")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grade_cli")]
 
 A = "01_config"
 

@@ -15,7 +15,7 @@ from course.grading import cluster
 
 # A worker, as it starts, sweeps the task boxes dead workers left: the engine's
 # tests kill workers and check what their boxes left, so this runs beside them.
-pytestmark = pytest.mark.xdist_group("grading_engine")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grading_engine")]
 
 MALLOC = "MALLOC_TRIM_THRESHOLD_"  # what dask's nanny sets for its workers
 

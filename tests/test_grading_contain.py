@@ -13,6 +13,7 @@ from course.grading import contain, procs
 
 CGROUPS = Path("/sys/fs/cgroup/pids")
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(
         not os.access(CGROUPS, os.W_OK), reason="needs a writable pids cgroup (root)"
     ),

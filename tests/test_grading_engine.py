@@ -25,7 +25,7 @@ from course import grading
 from course.grading import cells, contain, procs, results
 from course.grading.nbgrader_app import URL_ENV
 
-pytestmark = pytest.mark.xdist_group("grading_engine")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grading_engine")]
 
 A = "01_config"
 PASSWORD = f"pw-{uuid.uuid4().hex}"  # PostgreSQL's trust login ignores it

@@ -438,6 +438,7 @@ def _inert(listener, page, path: str) -> dict:
     return seen
 
 
+@pytest.mark.slow
 def test_formgrader_shows_a_submission_inert(listener, monkeypatch, tmp_path):
     """(a) formgrader's page: nothing fires, and its own score and comment boxes
     still load, save a full credit and save a comment."""
@@ -470,6 +471,7 @@ def test_formgrader_shows_a_submission_inert(listener, monkeypatch, tmp_path):
     assert [c["manual_comment"] for c in comments][-1:] == ["Well argued."]
 
 
+@pytest.mark.slow
 def test_feedback_shows_a_submission_inert(listener, tmp_path):
     """(b) the feedback page nbgrader makes with the course's configuration."""
     html = feedback_page(_notebook(listener.base), tmp_path)
@@ -487,6 +489,7 @@ def test_feedback_shows_a_submission_inert(listener, tmp_path):
     [(False, LIVE), (True, PAST_NBCONVERT)],
     ids=["off", "nbconvert"],
 )
+@pytest.mark.slow
 def test_control_the_payloads_fire_without_the_defence(
     listener, monkeypatch, tmp_path, nbconvert, fires
 ):
@@ -520,6 +523,7 @@ def test_control_the_payloads_fire_without_the_defence(
     assert fires & SCRIPTS <= markers, sorted(fires & SCRIPTS - markers)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edition", ["en", "zh"])
 def test_both_editions_turn_the_defence_on(monkeypatch, tmp_path, edition):
     """formgrader's exporter (the hub's instructor server, either edition's

@@ -18,6 +18,7 @@ from services import reachable_by_all
 from course.grading import mounts, procs, sandbox, tool_env, warm
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="reads other processes' memory"),
     pytest.mark.xdist_group("sandbox"),
 ]

@@ -23,7 +23,7 @@ from harness import submissions
 from course import grading, i18n
 from course.grading import cells, selfcheck
 
-pytestmark = pytest.mark.xdist_group("student_machine")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("student_machine")]
 
 NAMES = grading.assignments()
 #: Lines of solutions that are idioms, not answers: the checks make their own

@@ -64,6 +64,7 @@ def _grade_cells(root, names):
         }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", list(i18n.EDITIONS))
 def test_the_shipped_course_releases_what_students_get_and_grades_as_the_source(
     lang, tmp_path

@@ -15,6 +15,8 @@ from services import course_lab
 
 from course import grading, i18n
 
+pytestmark = pytest.mark.slow  # JupyterLab in Chromium
+
 ASSIGNMENT = "05_softmax_and_scaling"
 REPORTS = grading.ROOT / "reports" / "hints"
 WRONG = """def softmax(scores, dim=-1):

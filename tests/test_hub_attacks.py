@@ -56,6 +56,7 @@ BIN = Path(sys.executable).parent
 SHOTS = HERE / "reports" / "hub-attacks"
 SHOWN = "MAL-NOTES-STAY-READABLE"  # the student's own text, which must still show
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="makes Unix accounts (root)"),
     pytest.mark.xdist_group("classroom"),
 ]

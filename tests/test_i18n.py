@@ -340,6 +340,7 @@ def test_a_verdict_speaks_the_language_asked_for(monkeypatch):
     assert re.findall(r"\d", said["en"]) == re.findall(r"\d", said["zh"])
 
 
+@pytest.mark.slow
 def test_both_editions_grade_a_submission_alike(tmp_path, monkeypatch):
     """The same answers (one exercise wrong), submitted from each edition, get the
     same score in every cell; a Chinese notebook graded by the English course too."""
@@ -434,6 +435,7 @@ def chinese_lab(tmp_path):
         yield url, root
 
 
+@pytest.mark.slow
 def test_chinese_notebook_opens_with_chinese_menus(chinese_lab):
     url, root = chinese_lab
     assignment = "05_softmax_and_scaling"
@@ -512,6 +514,7 @@ def test_the_chinese_edition_is_an_nbgrader_course_of_its_own(monkeypatch):
     assert os.environ["COURSE_LANG"] == "zh"
 
 
+@pytest.mark.slow
 def test_course_check_speaks_the_editions_language(tmp_path):
     """``COURSE_LANG=zh course check`` grades in the Chinese course: its verdicts
     and its total line are Chinese."""

@@ -16,6 +16,8 @@ from services import free_port, serving
 
 from course import grading
 
+pytestmark = pytest.mark.slow  # JupyterLab in Chromium
+
 ASSIGNMENT = "10_visualize"
 
 

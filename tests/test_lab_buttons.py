@@ -123,6 +123,7 @@ def _press(page, label: str, kind: str, shots: Path, lang: str) -> str:
     return finished.first.inner_text()
 
 
+@pytest.mark.slow
 def test_check_and_hint_buttons_in_the_notebook_toolbar(lab):
     url, lang, notebook = lab
     said = SAID[lang]

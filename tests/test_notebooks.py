@@ -134,6 +134,7 @@ def test_source_has_no_outputs_and_keeps_the_spec_ids(assignment):
             )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_source_runs_and_passes_every_test(assignment):
     failures = grading.validate(
@@ -149,6 +150,7 @@ assert (config.hidden_size, config.num_attention_heads) == (768, 12), config
 """
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("bert_base")  # one worker saves the 440 MB model
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_source_runs_on_a_bert_base_sized_model(
@@ -174,6 +176,7 @@ def test_source_runs_on_a_bert_base_sized_model(
     assert grading.validate(path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", list(i18n.EDITIONS))
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_release_is_generated_and_holds_no_solution(assignment, lang, tmp_path):

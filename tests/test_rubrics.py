@@ -111,6 +111,7 @@ def test_no_rubric_in_the_release(lang):
             assert line not in text, (path, line)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", EDITIONS)
 def test_the_grader_sees_the_rubric_and_the_feedback_does_not(lang, tmp_path):
     """A real release, autograde and feedback of 01_config in a course copy."""

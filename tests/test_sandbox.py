@@ -30,6 +30,7 @@ import course
 from course import grading
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="grades as root and as a user"),
     pytest.mark.xdist_group("sandbox"),
 ]
