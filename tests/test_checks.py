@@ -134,8 +134,7 @@ def test_grading_uses_references_taken_before_student_code(monkeypatch):
 def test_warm_up_runs_the_visible_tests_inputs_before_any_test():
     """What a zygote runs before it forks: later calls of the checks are answered
     from those runs."""
-    from course.checks import layer_cases as layer
-    from course.checks import oracles, warm
+    from course.checks import layer, oracles, warm
 
     for cached in (oracles._course_case, oracles._sample_qk, layer._course_case):
         cached.cache_clear()
@@ -154,8 +153,7 @@ def test_oracle_runs_are_made_once_and_each_caller_gets_its_own_tensors():
     """course_case and sample_qk run the model once per input; a caller that
     changes its tensors in place (as a student's call may) changes no one else's."""
     from course import data
-    from course.checks import layer_cases as layer
-    from course.checks import oracles
+    from course.checks import layer, oracles
 
     first = oracles.course_case(padded=True)
     first.hidden.add_(1.0)

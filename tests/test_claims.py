@@ -27,7 +27,7 @@ from course.checks import (
     debugging,
     pictures,
     positions,
-    transformer_runs,
+    transformer,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -825,13 +825,13 @@ def test_without_positions_09_s_model_guesses_the_most_frequent_earlier_token():
     assert f"约为 {round(100 * best)}%" in chinese(a)
     train = definitions(ROOT, a, reference_answers(ROOT, a))["train_tiny_transformer"]
     model, _ = train(0, use_positions=False)
-    assert abs(transformer_runs._held_out_accuracy(model, 1) - best) < 0.03
+    assert abs(transformer._held_out_accuracy(model, 1) - best) < 0.03
 
 
 def test_09_states_the_accuracies_its_checks_ask_for():
     a = "09_build_a_transformer"
-    least = f"{round(100 * transformer_runs.WITH_POSITIONS)}%"
-    most = f"{round(100 * transformer_runs.WITHOUT_POSITIONS)}%"
+    least = f"{round(100 * transformer.WITH_POSITIONS)}%"
+    most = f"{round(100 * transformer.WITHOUT_POSITIONS)}%"
     says(a, f"held-out accuracy reaches {least}", f"the tests check at most {most}")
     says(a, least, most, both=True)
     source = (ROOT / "source" / a / f"{a}.py").read_text("utf-8")

@@ -178,6 +178,30 @@ def call(
     )
 
 
+def call_naming(fn: Callable, *args, name: str, case: str, **fields):
+    """Call a student's function like :func:`call`; should it fail, the verdict
+    first names the input that made it fail.
+
+    Parameters
+    ----------
+    fn : callable
+        The student's function.
+    *args
+        Passed on.
+    name : str
+        How to name ``fn`` in messages.
+    case : str
+        A catalog sentence (marked with ``N_``) naming the input and what it needs,
+        ending in ``{verdict}``: the call's own verdict follows it.
+    **fields
+        The sentence's other ``{field}`` values.
+    """
+    try:
+        return call(fn, *args, name=name)
+    except CheckFailed as err:
+        fail(case, verdict=str(err), **fields)
+
+
 def _run(fn, args, kwargs, probe) -> Outcome:
     """Call ``fn`` live: what it returned, or what it raised."""
     if not callable(fn):

@@ -2,16 +2,18 @@
 
 Oracles: torch's softmax (taken before any test turns it off) and torch's fused
 ``scaled_dot_product_attention``. The scores are read off the latter exactly: with an
-extra all-zero key, whose score is 0, ``log(p_j / p_zero)`` is score j. The checks of
-the scaling (``attention_scores``, ``dot_product_std``) and that oracle are in
-:mod:`.softmax_scaling`, re-exported here.
+extra all-zero key, whose score is 0, ``log(p_j / p_zero)`` is score j. For
+``dot_product_std``, the theory: a dot product of two unit-normal d_k-vectors has
+standard deviation sqrt(d_k).
 """
 
 from __future__ import annotations
 
+import math
 import random
 
 import torch
+import torch.nn.functional as F
 
 from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
@@ -29,16 +31,6 @@ from . import (
 )
 from .compare import fail_mistaken
 from .oracles import sample_qk
-from .softmax_scaling import (  # noqa: F401 - the notebook's scaling exercises
-    _diagnose_scores,
-    _random_qk,
-    attention_scores_random,
-    attention_scores_shape,
-    attention_scores_values,
-    dot_product_std_random,
-    dot_product_std_values,
-    scores_oracle,
-)
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
 
@@ -192,3 +184,167 @@ def attention_weights_random(fn, seed: int) -> None:
                 d=rng.choice([8, 16, 64]),
             ),
         )
+
+
+# --- the scaling: attention_scores, and dot_product_std (why divide) ------------------
+
+
+_sdpa = F.scaled_dot_product_attention
+
+
+def scores_oracle(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+    """Q K^T / sqrt(d), read off torch's scaled_dot_product_attention (float64)."""
+    Q, K = Q.double(), K.double()
+    K0 = torch.cat([K, torch.zeros_like(K[..., :1, :])], dim=-2)  # (..., Tk+1, d)
+    eye = torch.eye(K0.shape[-2], dtype=torch.float64).expand(*K0.shape[:-2], -1, -1)
+    p = _sdpa(Q, K0, eye)  # (..., Tq, Tk+1): the attention weights themselves
+    return p[..., :-1].log() - p[..., -1:].log()
+
+
+def _diagnose_scores(Q, K, s) -> dict:
+    """What each scaling or transpose misconception makes of the true scores ``s``
+    of ``Q`` and ``K``: its message -> its scores."""
+    d = Q.shape[-1]
+    out = {
+        say("missing 1/sqrt(d): divide Q K^T by the square root of the head size."): s
+        * math.sqrt(d),
+        say("it divides by d; the scale is 1/sqrt(d)."): s / math.sqrt(d),
+    }
+    if Q.dim() == 4:
+        D = Q.shape[1] * d
+        out[
+            say(
+                "it divides by sqrt(D), the model width; the scale uses the "
+                "head size d = D / H."
+            )
+        ] = s * math.sqrt(d / D)
+    if Q.shape[-2] == K.shape[-2]:
+        out[
+            say(
+                "the scores are transposed (K Q^T): row i must hold query "
+                "i's scores against every key."
+            )
+        ] = s.transpose(-1, -2)
+    return out
+
+
+def _random_qk(seed: int, *, B, H, Tq, Tk, d):
+    """Unit-normal queries (B, H, Tq, d) and keys (B, H, Tk, d), drawn from ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(B, H, Tq, d, generator=gen), torch.randn(
+        B, H, Tk, d, generator=gen
+    )
+
+
+def _expect_scores(fn, Q, K) -> None:
+    got = call(fn, Q.clone(), K.clone(), name="attention_scores")
+    want = scores_oracle(Q, K)
+    if (
+        isinstance(got, torch.Tensor)
+        and got.shape != want.shape
+        and got.shape == want.mT.shape
+    ):
+        fail(
+            "attention_scores has shape (..., Tk, Tq): the scores are "
+            "transposed (K Q^T); row i must be query i."
+        )
+    expect_close(
+        got,
+        want,
+        "attention_scores(Q, K)",
+        diagnose=_diagnose_scores(Q, K, want),
+        what=say("torch's scaled dot-product attention"),
+        atol=2e-4,
+        rtol=2e-4,
+    )
+
+
+def attention_scores_shape(fn) -> None:
+    """attention_scores gives (B, H, Tq, Tk), also when Tq != Tk."""
+    Q, K = _random_qk(0, B=2, H=3, Tq=4, Tk=6, d=8)
+    got = call(fn, Q, K, name="attention_scores")
+    if isinstance(got, torch.Tensor) and tuple(got.shape) == (2, 3, 6, 4):
+        fail(
+            "attention_scores has shape (B, H, Tk, Tq): the scores are "
+            "transposed (K Q^T); row i is query i."
+        )
+    expect_shape(
+        got,
+        (2, 3, 4, 6),
+        "attention_scores(Q, K)",
+        say("One score per (query, key): (..., Tq, Tk)."),
+    )
+
+
+def attention_scores_values(fn) -> None:
+    """attention_scores on layer 0's queries and keys of the sample text (and one more)."""
+    for text in SAMPLE_TEXTS:
+        _expect_scores(fn, *sample_qk(text=text))
+
+
+def attention_scores_random(fn, seed: int) -> None:
+    """Other batch shapes, head sizes and lengths."""
+    rng = random.Random(seed)
+    for i in range(4):
+        _expect_scores(
+            fn,
+            *_random_qk(
+                seed + i,
+                B=rng.randint(1, 2),
+                H=rng.randint(2, 4),  # H != d and H > 1: every mistake looks different
+                Tq=rng.randint(1, 6),
+                Tk=rng.randint(1, 6),
+                d=rng.choice([8, 16, 64]),
+            ),
+        )
+    Q, K = _random_qk(seed, B=1, H=1, Tq=5, Tk=5, d=8)
+    _expect_scores(fn, Q[0, 0], K[0, 0])  # no batch dims at all
+
+
+def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
+    got = call(fn, d_k, n, seed, name="dot_product_std")
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        fail("dot_product_std should return a pair (unscaled_std, scaled_std).")
+    unscaled, scaled = (float(v) for v in got)
+    again = tuple(float(v) for v in call(fn, d_k, n, seed, name="dot_product_std"))
+    if again != (unscaled, scaled):
+        fail(
+            "dot_product_std gives different numbers for the same seed: "
+            "seed a torch.Generator (or torch.manual_seed) with it."
+        )
+    tol = 5 * math.sqrt(2 / n)  # relative standard error of a sample std, with margin
+    if abs(unscaled / math.sqrt(d_k) - 1) > tol:
+        fail(
+            "unscaled_std for d_k={d_k} is {unscaled:.3g}; the dot "
+            "product of two unit-normal d_k-vectors has std sqrt(d_k) = "
+            "{sqrt:.3g}.",
+            d_k=d_k,
+            unscaled=unscaled,
+            sqrt=math.sqrt(d_k),
+        )
+    if d_k > 1 and abs(scaled * math.sqrt(d_k) - 1) < tol:
+        fail(
+            "scaled_std for d_k={d_k} is {scaled:.3g} = 1/sqrt(d_k): it "
+            "divides by d_k; divide q·k by sqrt(d_k).",
+            d_k=d_k,
+            scaled=scaled,
+        )
+    if abs(scaled - 1) > tol:
+        fail(
+            "scaled_std for d_k={d_k} is {scaled:.3g}; after dividing by "
+            "sqrt(d_k) it should be close to 1.",
+            d_k=d_k,
+            scaled=scaled,
+        )
+
+
+def dot_product_std_values(fn) -> None:
+    """dot_product_std(64, 20000, 0) is about (8, 1); (16, 20000, 1) about (4, 1)."""
+    _expect_std(fn, 64, 20000, 0)
+    _expect_std(fn, 16, 20000, 1)
+
+
+def dot_product_std_random(fn, seed: int) -> None:
+    """Other head sizes and seeds, reproducible per seed."""
+    for d_k in (1, 5, 32, 300):
+        _expect_std(fn, d_k, 20000, seed + d_k)

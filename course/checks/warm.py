@@ -7,7 +7,7 @@ the kernel and in the judge).
 
 from __future__ import annotations
 
-from . import SAMPLE_TEXTS, layer_cases, oracles
+from . import SAMPLE_TEXTS, layer, oracles
 
 
 def warm_up() -> None:
@@ -16,6 +16,6 @@ def warm_up() -> None:
         oracles.course_case(text=text)
         oracles.sample_qk(text=text)
     oracles.course_case(padded=True)
-    for texts in layer_cases.UNPADDED:
-        layer_cases.course_case(texts=texts)
-    layer_cases.course_case(padded=True)
+    for texts in layer.UNPADDED:
+        layer.course_case(texts=texts)
+    layer.course_case(padded=True)
