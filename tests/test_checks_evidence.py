@@ -105,16 +105,28 @@ def test_replay_answers_calls_in_order_and_knows_their_inputs(records, monkeypat
         call(None, x, name="f")
 
 
-def test_a_call_that_changes_its_argument_changes_the_grader_s_copy(
-    records, monkeypatch
-):
+def test_a_shared_argument_s_change_reaches_the_grader_s_object(records, monkeypatch):
+    """A check that hands over its own object (``share=True``: is the original
+    left as it was?) sees in the replay what the call did to it in the kernel."""
     kernel_side = torch.zeros(3)
-    call(lambda t: t.add_(1), kernel_side, name="f")
+    call(lambda t: t.add_(1), kernel_side, name="f", share=True)
+    assert torch.equal(kernel_side, torch.ones(3))
     monkeypatch.delenv(evidence.ENV)
     grader_side = torch.zeros(3)
     with evidence.replaying(records):
-        call(None, grader_side, name="f")
+        call(None, grader_side, name="f", share=True)
     assert torch.equal(grader_side, torch.ones(3))
+
+
+def test_by_default_the_student_s_code_changes_only_its_own_copy(records, monkeypatch):
+    kernel_side = torch.zeros(3)
+    assert torch.equal(call(lambda t: t.add_(1), kernel_side, name="f"), torch.ones(3))
+    assert torch.equal(kernel_side, torch.zeros(3))
+    monkeypatch.delenv(evidence.ENV)
+    grader_side = torch.zeros(3)
+    with evidence.replaying(records):
+        assert torch.equal(call(None, grader_side, name="f"), torch.ones(3))
+    assert torch.equal(grader_side, torch.zeros(3))
 
 
 def _raises(x):

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 from nbformat import NotebookNode
 
@@ -101,6 +102,167 @@ def test_an_answer_is_judged_against_what_the_check_had_before_calling_it(
     outputs, line = judge.verdict(cell, {"check": heads})
     assert line != "ok" and "W_h" in line, line
     assert torch.equal(query.weight, kept[0])  # and the module is the grader's again
+
+
+def _kernel_and_judge(check_module, call: str, answer: str, monkeypatch):
+    """``(kernel's verdict, judge's log line)`` of the test cell ``call`` on the
+    answer cell ``answer``: recorded as a grading kernel runs it, then replayed."""
+    from course.checks import CheckFailed
+
+    student = {"__name__": "student"}
+    exec(answer, student)  # noqa: S102 - the test's own answer
+    student["check"] = check_module
+    records = []
+    monkeypatch.setattr(
+        evidence, "_publish", lambda r: records.append(json.loads(json.dumps(r)))
+    )
+    monkeypatch.setenv(evidence.ENV, "1")
+    try:
+        exec(call, student)  # noqa: S102
+        kernel = "ok"
+    except CheckFailed as err:
+        kernel = str(err)
+    finally:
+        monkeypatch.delenv(evidence.ENV)
+    _, line = judge.verdict(_test_cell(call, records), {"check": check_module})
+    return kernel, line
+
+
+HEAD_OFFSET_THEN_ZERO = """
+import torch
+def head_params(linear, head, d):
+    W_h = linear.weight[head:head + d].detach().clone()  # rows [h:h+d]: head 0 only
+    b_h = linear.bias[head:head + d].detach().clone()
+    with torch.no_grad():
+        linear.weight.zero_(); linear.bias.zero_()  # so head 5's truth is zeros
+    return W_h, b_h
+"""
+QUERY_IS_A_COPY_OF_KEY = """
+import copy
+def query_linear(model, layer_index):
+    attn = model.encoder.layer[layer_index].attention.self
+    attn.query = copy.deepcopy(attn.key)
+    return attn.query
+"""
+ENCODER_WITHOUT_EMBEDDINGS = """
+import torch
+def bert_encoder(input_ids, token_type_ids, model, attention_mask):
+    with torch.no_grad():
+        out = model(input_ids=input_ids, token_type_ids=token_type_ids,
+                    attention_mask=attention_mask, output_hidden_states=True)
+    model.config.num_hidden_layers -= 1  # the config now agrees with L tensors
+    return tuple(out.hidden_states[1:])
+"""
+MHSA_ON_A_ZEROED_INPUT = """
+import torch
+from torch import nn
+class MultiHeadSelfAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.h = num_heads
+        self.q_proj, self.k_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.v_proj, self.out_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+    def forward(self, x, mask=None):
+        B, T, D = x.shape
+        x.zero_()  # what any attention gives on zeros: even weights, out_proj(v bias)
+        allowed = torch.ones(T, T) if mask is None else mask.float()
+        allowed = allowed.expand(B, T, T) if allowed.dim() == 2 else allowed
+        probs = (allowed / allowed.sum(-1, keepdim=True))[:, None].expand(B, self.h, T, T)
+        return self.out_proj(self.v_proj.bias).expand(B, T, D).clone(), probs.clone()
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "call", "answer", "named"),
+    [
+        (
+            "heads",
+            "check.head_params_weight(head_params)",
+            HEAD_OFFSET_THEN_ZERO,
+            "h*d",
+        ),
+        ("heads", "check.head_params_bias(head_params)", HEAD_OFFSET_THEN_ZERO, "b_h"),
+        (
+            "config",
+            "check.query_linear_first_layer(query_linear)",
+            QUERY_IS_A_COPY_OF_KEY,
+            "query",
+        ),
+        (
+            "layer",
+            "check.bert_encoder_length(bert_encoder)",
+            ENCODER_WITHOUT_EMBEDDINGS,
+            "L + 1",
+        ),
+        (
+            "transformer",
+            "check.mhsa_values(MultiHeadSelfAttention)",
+            MHSA_ON_A_ZEROED_INPUT,
+            "probs",
+        ),
+        (
+            "transformer",
+            "check.mhsa_mask(MultiHeadSelfAttention)",
+            MHSA_ON_A_ZEROED_INPUT,
+            "probs",
+        ),
+    ],
+    ids=[
+        "head_params weight",
+        "head_params bias",
+        "query_linear",
+        "bert_encoder",
+        "mhsa",
+        "mhsa mask",
+    ],
+)
+def test_a_wrong_answer_that_changes_its_inputs_in_place_fails(
+    module, call, answer, named, monkeypatch
+):
+    """Each of these earned full marks when the check handed the student its own
+    objects and read its truth from them after the call (an attacker's review: the
+    second head's truth zeroed by the first call, the key installed as the query,
+    the config told one layer fewer, the input zeroed before the reference saw
+    it). The student's code gets copies; kernel and grader both fail it."""
+    import importlib
+
+    checks = importlib.import_module(f"course.checks.{module}")
+    kernel, line = _kernel_and_judge(checks, call, answer, monkeypatch)
+    assert kernel != "ok" and named in kernel, kernel
+    assert line != "ok", line
+
+
+@pytest.mark.parametrize(
+    ("module", "call", "answer"),
+    [
+        (
+            "debugging",
+            "check.key_mask_values(key_mask)",
+            "def key_mask(attention_mask):\n"
+            "    attention_mask.unsqueeze_(1).unsqueeze_(1)\n"
+            "    return attention_mask == 1\n",
+        ),
+        (
+            "layer",
+            "check.feed_forward_values(feed_forward)",
+            "import torch.nn.functional as F\n"
+            "def feed_forward(a, layer):\n"
+            "    a += layer.output.dense(F.gelu(layer.intermediate.dense(a)))\n"
+            "    return layer.output.LayerNorm(a)\n",
+        ),
+    ],
+    ids=["key_mask unsqueeze_", "feed_forward +="],
+)
+def test_a_right_answer_that_changes_its_own_arguments_passes(
+    module, call, answer, monkeypatch
+):
+    """Right answers written in place: one was told "gave no result" by the grader
+    (its inputs' digest was taken after the call in the kernel, before it in the
+    replay), the other "dropout is active" (both calls shared one input)."""
+    import importlib
+
+    checks = importlib.import_module(f"course.checks.{module}")
+    assert _kernel_and_judge(checks, call, answer, monkeypatch) == ("ok", "ok")
 
 
 def _cell(source: str, grade_id: str, *, test: bool, error: str | None = None):

@@ -6,12 +6,19 @@ crash into a readable verdict and, under autograde, makes the call evidence
 raises :class:`CheckFailed` with a sentence written for the student, in the
 course's language (:func:`course.i18n.say`); IPython shows that sentence alone,
 never a traceback into this package or the test cell.
+
+The student's code gets its own copy of every argument (:func:`private`): what it
+does to them in place can neither change the check's truth, made from the
+originals, nor reach a later check through a shared object (the course model).
 """
 
 from __future__ import annotations
 
+import copy
 import traceback
 from collections.abc import Callable
+
+from transformers import PreTrainedTokenizerBase
 
 from ..i18n import N_, say
 from . import evidence
@@ -118,6 +125,7 @@ def call(
     name: str | None = None,
     probe: Callable | None = None,
     cache: dict | None = None,
+    share: bool = False,
     **kwargs,
 ):
     """Call a student's function, turning any crash into a readable verdict.
@@ -138,8 +146,15 @@ def call(
         (e.g. what a matplotlib Axes shows); the check gets that data.
     cache : dict, optional
         Reuse an earlier outcome of the same call (``fn`` and inputs) kept here.
+    share : bool, optional
+        Hand ``fn`` the check's own objects, not copies: only for a check that
+        asks for the very object (01's ``query_linear``) or whether the original
+        was left as it was (``with_max_positions``), and takes its truth before
+        the call.
     """
     name = name or getattr(fn, "__name__", None) or N_("your function")
+    if not share:
+        args, kwargs = private(args), private(kwargs)
 
     def run() -> Outcome:
         key = (id(fn), evidence.digest(name, args, kwargs))
@@ -200,6 +215,26 @@ def call_naming(fn: Callable, *args, name: str, case: str, **fields):
         return call(fn, *args, name=name)
     except CheckFailed as err:
         fail(case, verdict=str(err), **fields)
+
+
+def private(values):
+    """A deep copy of ``values`` (one value, a tuple of arguments or a dict of
+    keyword arguments) for the student's code to have: tensors, modules with their hooks and
+    blocked ``forward``, configs, generators in their state.
+
+    A tokenizer is handed over as it is (a copy of its vocabulary takes 0.1 s;
+    the check that hands one over takes its truth before the call), and so is what
+    cannot be copied, such as a tensor inside an autograd graph.
+    """
+    if isinstance(values, dict):
+        items = values.values()
+    else:
+        items = values if isinstance(values, (tuple, list)) else (values,)
+    memo = {id(v): v for v in items if isinstance(v, PreTrainedTokenizerBase)}
+    try:
+        return copy.deepcopy(values, memo)
+    except (RuntimeError, TypeError):
+        return values
 
 
 def _run(fn, args, kwargs, probe) -> Outcome:

@@ -107,15 +107,37 @@ def is_plain(v) -> bool:
 
 
 def _ref(value, args) -> list | None:
-    """``[i, path]`` if ``value`` is argument ``i`` or a submodule of it."""
+    """``[i, path, weights]`` if ``value`` is argument ``i`` or its submodule at
+    ``path`` (``weights``: :func:`_weights` of a submodule, "" for the argument)."""
     for i, arg in enumerate(args):
         if value is arg:
-            return [i, ""]
+            return [i, "", ""]
         if isinstance(arg, nn.Module) and isinstance(value, nn.Module):
             for path, sub in arg.named_modules(remove_duplicate=False):
                 if sub is value:
-                    return [i, path]
+                    return [i, path, _weights(sub)]
     return None
+
+
+def _weights(module: nn.Module) -> str:
+    """A fingerprint of a module's every weight, to the bit."""
+    h = hashlib.sha1()
+    for key, t in module.state_dict().items():
+        h.update(key.encode())
+        h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def _resolve(args, i: int, path: str, weights: str):
+    """The grader's argument ``i`` or its submodule at ``path``; a submodule only
+    where it holds the weights the kernel's did (a student's code may have put
+    another module in its place, which no recorded change replays)."""
+    if not path:
+        return args[i]
+    sub = args[i].get_submodule(path)
+    if _weights(sub) != weights:
+        raise ValueError(f"{path} is not the module the call returned")
+    return sub
 
 
 def encode(value, args=(), seen: set | None = None):
@@ -172,8 +194,7 @@ def decode(data, args=(), depth: int = 0):
     if key == "__t":
         return decode_tensor(v)
     if key == "__ref":
-        i, path = v
-        return args[i].get_submodule(path) if path else args[i]
+        return _resolve(args, *v)
     simple = {
         "__f": float,
         "__size": torch.Size,

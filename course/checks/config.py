@@ -12,6 +12,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, equal, expect_close, expect_equal, fail
+from .calls import private
 
 KEYS = (
     "num_layers",
@@ -212,10 +213,22 @@ def count_parameters_random(fn, seed: int) -> None:
 
 
 def _expect_query(fn, model, index: int) -> None:
-    got = call(fn, model, index, name="query_linear")
-    self_attn = model.encoder.layer[index].attention.self
-    if got is self_attn.query:
+    # The very module object is asked for, so the answer gets the model itself, not
+    # a copy (a copy of the oracle here); what the layers hold is read before the
+    # call, which may change them.
+    model = private(model)
+    layers = [layer.attention.self for layer in model.encoder.layer]
+    queries = [self_attn.query for self_attn in layers]
+    query, key, value = queries[index], layers[index].key, layers[index].value
+    weight = query.weight.detach().clone()
+    got = call(fn, model, index, name="query_linear", share=True)
+    if got is query and equal(query.weight, weight):
         return
+    if got is query:
+        fail(
+            "query_linear changed the weights of the query projection it "
+            "returned; return the module as it is."
+        )
     if isinstance(got, torch.Tensor):
         fail(
             "query_linear should return the nn.Linear module itself, not "
@@ -226,22 +239,22 @@ def _expect_query(fn, model, index: int) -> None:
             "query_linear should return an nn.Linear, but returned {type_name}.",
             type_name=type(got).__name__,
         )
-    if got is self_attn.key or got is self_attn.value:
-        which = "key" if got is self_attn.key else "value"
+    if got is key or got is value:
+        which = "key" if got is key else "value"
         fail(
             "query_linear returned layer {index}'s {which} projection, not its query.",
             index=index,
             which=which,
         )
-    for i, layer in enumerate(model.encoder.layer):
-        if got is layer.attention.self.query:
+    for i, other in enumerate(queries):
+        if got is other:
             fail(
                 "query_linear(model, {index}) returned layer {i}'s "
                 "query: layers count from 0.",
                 index=index,
                 i=i,
             )
-    if equal(got.weight, self_attn.query.weight):
+    if equal(got.weight, weight):
         fail(
             "query_linear returned a copy of the query projection. "
             "Return the very module object (so that changing it changes "
@@ -276,9 +289,18 @@ def _outputs(model, input_ids):
 
 
 def _expect_resized(fn, model, max_len: int, seed: int, compare: bool) -> None:
+    # Whether the original is left as it was is the question, so the answer gets
+    # it, not a copy; everything the verdict compares with is taken before.
     before = {k: v.clone() for k, v in model.state_dict().items()}
     old_rows = model.config.max_position_embeddings
-    new = call(fn, model, max_len, name="with_max_positions")
+    gen = torch.Generator().manual_seed(seed)
+    lengths = (1, max_len // 2 + 1, max_len) if compare else ()
+    inputs = [
+        torch.randint(1, model.config.vocab_size, (2, n), generator=gen)
+        for n in lengths
+    ]
+    wants = [_outputs(model, ids).last_hidden_state for ids in inputs]
+    new = call(fn, model, max_len, name="with_max_positions", share=True)
     for k, v in model.state_dict().items():
         if k not in before or v.shape != before[k].shape or not equal(v, before[k]):
             fail(
@@ -313,16 +335,14 @@ def _expect_resized(fn, model, max_len: int, seed: int, compare: bool) -> None:
             "through the config, so the config must say the new size.",
             max_position_embeddings=new.config.max_position_embeddings,
         )
-    if not compare:
-        return
-    gen = torch.Generator().manual_seed(seed)
-    for length in (1, max_len // 2 + 1, max_len):
-        ids = torch.randint(1, model.config.vocab_size, (2, length), generator=gen)
-        want, got = _outputs(model, ids), _outputs(new.eval(), ids)
+    for ids, want in zip(inputs, wants, strict=True):
         expect_close(
-            got.last_hidden_state,
-            want.last_hidden_state,
-            say("the new model's last_hidden_state on {length} tokens", length=length),
+            _outputs(new.eval(), ids).last_hidden_state,
+            want,
+            say(
+                "the new model's last_hidden_state on {length} tokens",
+                length=ids.shape[1],
+            ),
             diagnose={},
             what=say("the original model's (were all weights copied?)"),
         )

@@ -39,6 +39,8 @@ def _random_texts(rng: random.Random, n: int) -> list[str]:
 
 
 def _expect_batch(fn, tokenizer, texts, max_length) -> None:
+    # The truth first: the answer gets the tokenizer itself (calls.private).
+    singles = [tokenizer(t)["input_ids"] for t in texts]
     enc = call(fn, tokenizer, texts, max_length, name="encode")
     if (
         not hasattr(enc, "keys")
@@ -56,7 +58,6 @@ def _expect_batch(fn, tokenizer, texts, max_length) -> None:
             "tensors (return_tensors='pt').",
             type_name=type(ids).__name__,
         )
-    singles = [tokenizer(t)["input_ids"] for t in texts]
     longest = max(len(s) for s in singles)
     T = min(longest, max_length)
     if ids.shape[1] == max_length and T < max_length:
