@@ -48,6 +48,7 @@ SOFTMAX_ROUTES = {
     "method": "def softmax(s, dim=-1):\n    return s.softmax(dim)",
     "own_method_named_softmax": "class A:\n    def softmax(self, s, dim=-1):\n        return s.softmax(dim)\n\n\nsoftmax = A().softmax",
     "from_import": "from torch.nn.functional import softmax as sm\nsoftmax = sm",
+    "own_instance_rebound": "class A:\n    pass\n\n\ndef softmax(s, dim=-1):\n    a = A()\n    a = s\n    return a.softmax(dim)",
     "getattr_literal": "import torch\nsoftmax = getattr(torch, 'softmax')",
     "module": "import torch\nsoftmax = lambda s, dim=-1: torch.nn.Softmax(dim)(s)",
     "oracle": "from course.checks import softmax as c\nsoftmax = c._softmax",

@@ -52,6 +52,10 @@ FLAGGED = {
     "[x for input in [input]]": "uses `input`",
     "class A:\n    input = 1\n    def f(self):\n        return input()": "uses `input`",
     "def f():\n    global input\n    return input()": "uses `input`",
+    # only a plain class of `types` may be imported by name
+    "from types import FunctionType": "imports types",
+    "from types import SimpleNamespace, FunctionType": "imports types",
+    "import types\nns = types.SimpleNamespace()": "imports types",
 }
 
 ALLOWED = [
@@ -74,6 +78,7 @@ ALLOWED = [
     "def f(t):\n    input = t + 1\n    return input",
     "def f(xs):\n    return [vars for vars in xs]",
     "def f(:",  # a syntax error fails when run, like any other
+    "from types import SimpleNamespace\nmodule = SimpleNamespace(training=False)",
 ]
 
 

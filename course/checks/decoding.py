@@ -344,12 +344,10 @@ def _step_mistakes(q, K, V, past: int) -> dict:
         diagnose[NO_CAUSAL] = eager_attention(q, K, V)
     if past > 0:
         diagnose[NOT_OFFSET] = _causal_rows(q, K, V, past, offset=False)
-    if past > 0:
+    if past > 0:  # masked only: unmasked, key order changes nothing (NO_CAUSAL);
+        # the cache's own check names the order then
         order = torch.cat([torch.arange(past, past + t), torch.arange(past)])
-        diagnose[PREPENDED] = (
-            _causal_rows(q, K[..., order, :], V[..., order, :], past),
-            eager_attention(q, K[..., order, :], V[..., order, :]),
-        )
+        diagnose[PREPENDED] = _causal_rows(q, K[..., order, :], V[..., order, :], past)
     return diagnose
 
 
@@ -814,9 +812,11 @@ def _expect_reproducible(fn, logits: _Tensor, temperature: float) -> None:
 
 
 def sample_next_shape(fn) -> None:
-    """sample_next gives one token id per row, a LongTensor of shape (B,)."""
+    """sample_next gives one token id per row, a LongTensor of shape (B,), one row
+    too (where ``squeeze()`` leaves no dim at all)."""
     logits = _spread_logits(3, 7, torch.Generator().manual_seed(1306))
     _draw(fn, logits, 1.0, 0, "sample_next(logits, 1.0, generator)")
+    _draw(fn, logits[:1], 1.0, 0, "sample_next(logits, 1.0, generator)")
 
 
 def sample_next_greedy(fn) -> None:

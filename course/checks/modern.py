@@ -12,6 +12,7 @@ mistake changes.
 from __future__ import annotations
 
 import functools
+import operator
 import random
 
 import torch
@@ -104,7 +105,7 @@ LAYER_BY_HAND = N_(
 
 F = torch.nn.functional
 _FUSED = [(F, "scaled_dot_product_attention")]
-_ROTARY = [(mb, "apply_rotary_pos_emb"), (mb, "rotate_half")]
+_ROTARY = [(m, f) for m in (mb, llama) for f in ("apply_rotary_pos_emb", "rotate_half")]
 
 
 # --- rotary ---------------------------------------------------------------------
@@ -261,6 +262,7 @@ def _window_mistakes(T: int, window: int) -> dict[str, tuple[_Tensor, ...]]:
         ONE_SIDED: (
             (offset >= 0) & (offset <= half),
             (offset >= 0) & (offset < window),
+            (offset >= 0) & (offset <= window),  # Mistral's decoder window
         ),
         INVERTED: (~right,),
     }
@@ -464,17 +466,19 @@ def attention_io(model, ids: _Tensor) -> list[tuple]:
 def _layer_variant(attn, hidden: _Tensor, **change) -> _Tensor:
     """A ModernBERT attention module's output with one thing changed: ``theta``
     (the rotary base), ``windowed`` (apply the window or not), ``rotate_v``,
-    ``rotate_k``, ``scale``; made from transformers' own pieces."""
+    ``rotate_k``, ``scale``, ``interleaved`` (GPT-J's and Llama's pairs); made
+    from transformers' own pieces."""
     config, B, T, _ = attn.config, *hidden.shape
     kind = config.layer_types[attn.layer_idx]
     theta = change.get("theta", config.rope_parameters[kind]["rope_theta"])
     with torch.no_grad():
         qkv = attn.Wqkv(hidden).double().view(B, T, 3, -1, attn.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, d)
-        q_r = _rotated(q, torch.arange(T), theta)
-        k_r = _rotated(k, torch.arange(T), theta) if change.get("rotate_k", True) else k
+        rotate = _interleaved if change.get("interleaved") else _rotated
+        q_r = rotate(q, torch.arange(T), theta)
+        k_r = rotate(k, torch.arange(T), theta) if change.get("rotate_k", True) else k
         if change.get("rotate_v"):
-            v = _rotated(v, torch.arange(T), theta)
+            v = rotate(v, torch.arange(T), theta)
         windowed = change.get("windowed", kind == "sliding_attention")
         mask = _modernbert_window(T, config.local_attention) if windowed else None
         context = eager_attention(q_r, k_r, v, mask, scale=change.get("scale", True))
@@ -490,6 +494,7 @@ def _layer_mistakes(attn, hidden: _Tensor) -> dict[str, _Tensor]:
         ROPE_ON_V: _layer_variant(attn, hidden, rotate_v=True),
         K_NOT_ROTATED: _layer_variant(attn, hidden, rotate_k=False),
         NO_SCALE: _layer_variant(attn, hidden, scale=False),
+        INTERLEAVED: _layer_variant(attn, hidden, interleaved=True),
     }
     thetas = config.rope_parameters
     if thetas[other]["rope_theta"] != thetas[kind]["rope_theta"]:
@@ -586,7 +591,7 @@ def _measured_cache(
 
 def _expect_cache_bytes(fn, layers, kv_heads, d, T, batch, dtype) -> None:
     size = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
-    got = call(fn, layers, kv_heads, d, T, batch, size, name="kv_cache_bytes")
+    given = call(fn, layers, kv_heads, d, T, batch, size, name="kv_cache_bytes")
     name = say(
         "kv_cache_bytes({layers}, {kv_heads}, {d}, {T}, {batch}, {size})",
         layers=layers,
@@ -596,11 +601,15 @@ def _expect_cache_bytes(fn, layers, kv_heads, d, T, batch, dtype) -> None:
         batch=batch,
         size=size,
     )
-    if not isinstance(got, int) or isinstance(got, bool):
+    try:  # a whole number of any kind: int, numpy's (np.prod), a 0-d int tensor
+        got = None if isinstance(given, bool) else operator.index(given)
+    except TypeError:
+        got = None
+    if got is None:
         fail(
             "{name} should be an int, but it is a {type_name}.",
             name=name,
-            type_name=type(got).__name__,
+            type_name=type(given).__name__,
         )
     want = _measured_cache(layers, kv_heads, d, T, batch, dtype)
     wrong = {KV_ONLY_K: want // 2, KV_VALUES: want // size, KV_NO_BATCH: want // batch}

@@ -33,6 +33,10 @@ MODULES = {
     "threading": "code that keeps running after its cell",
 }
 
+#: Names of a module above that reach nothing: imported by name alone (``from types
+#: import SimpleNamespace``, as HF's code does), each is a plain class.
+PLAIN_NAMES = {"types": {"SimpleNamespace"}}
+
 #: Builtins called by name that run or reach code dynamically.
 CALLS = {
     "exec": "runs code from a string",

@@ -31,6 +31,7 @@ from .binder import chain
 MODULES = {"torch", "math", "numpy", "random", "matplotlib", "collections"}
 MODULES |= {"itertools", "functools", "typing", "dataclasses", "copy", "transformers"}
 MODULES |= {"course.models", "course.data", "course.viz", "__future__"}
+MODULES |= {"types.SimpleNamespace"}  # a plain class (HF's code builds configs with it)
 LOW_LEVEL = ("torch.ops", "torch.library", "torch.utils.cpp_extension", "torch.jit")
 USES = N_("uses `{text}`. {lesson}")  # a name the exercise's lesson turns off
 
@@ -120,6 +121,7 @@ class LessonReader(ast.NodeVisitor):
         self.names, self.lesson = names, lesson
         self.classes = classes  # the student's own classes: their attributes are theirs
         self.params: dict[str, str] = {}  # local name -> "<index>[.path]"
+        self.instances: set[str] = set()  # names bound to an instance of one of them
         self.found: list[tuple[int, str]] = []
 
     def hit(self, node: ast.AST, what: str) -> None:
@@ -142,9 +144,12 @@ class LessonReader(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         path = self._module_of(node.value)
+        made = isinstance(node.value, ast.Call) and self._own(node.value)
         for target in node.targets:
             if path and isinstance(target, ast.Name):
                 self.params[target.id] = path
+            if isinstance(target, ast.Name):  # rebound: theirs only if made so
+                (self.instances.add if made else self.instances.discard)(target.id)
         self.generic_visit(node)
 
     def visit_For(self, node: ast.For) -> None:
@@ -183,7 +188,10 @@ class LessonReader(ast.NodeVisitor):
 
     def _own(self, value: ast.AST) -> bool:
         """Whether ``value`` is the student's own object: ``self``, ``cls``, one of
-        their classes or an instance made by calling it (``_Answer().softmax``)."""
+        their classes, an instance made by calling it (``_Answer().softmax``) or a
+        name bound to one (``rope = Rotary(d); rope.rotate_half(x)``)."""
+        if isinstance(value, ast.Name) and value.id in self.instances:
+            return True
         if isinstance(value, ast.Call):
             value = value.func
         if not isinstance(value, ast.Name):

@@ -161,7 +161,9 @@ class Tampering(ast.NodeVisitor):
         self._rebinds_by_import(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        self._module(node, node.module or "")
+        names = {alias.name for alias in node.names}
+        if not names <= deny.PLAIN_NAMES.get(node.module or "", set()):
+            self._module(node, node.module or "")
         for alias in node.names:
             if alias.name in deny.CALLS or alias.name == "*":
                 self.hit(node, say("imports {name}", name=alias.name))
