@@ -15,7 +15,12 @@ Measured 2026-12-02 on the 2-core machine with nothing else running, median
 (range) of five pairs, wall-clock / kernel CPU: 01 1.15 / 1.15, 02 1.08 / 1.13,
 03 1.26 / 1.29, 04 1.22 / 1.09, 05 1.31 / 1.32, 06 1.12 / 1.15, 07 1.00 / 1.05,
 08 1.12 / 1.11, 09 1.37 (1.13-1.50) / 1.38 (1.29-1.53), 10 1.32 (1.19-1.42) /
-1.33 (1.07-1.55), 11 1.29 (1.25-1.67) / 1.42 (1.28-1.53). Where the rest goes:
+1.33 (1.07-1.55), 11 1.29 (1.25-1.67) / 1.42 (1.28-1.53). Measured 2026-12-04,
+likewise: 12 1.29 (1.22-1.71) / 1.31 (1.20-1.75); 13 1.55 (1.45-1.75) / 1.63
+(1.37-1.95), then 1.49 (1.33-1.55) / 1.44 (1.37-1.55) once each greedy test ran
+transformers' generate once per prompt, not twice (its setup cell builds two random
+models with the course's 30,522-token vocabulary: 0.9 s, most of it normal_ on the
+embeddings). Where the rest goes:
 importing matplotlib.pyplot in a kernel is 0.7 s of CPU (seven notebooks plot,
 the floor does not), and the first torch.optim optimizer of a process imports
 torch._dynamo, about 1 s (09 and 11 train with Adam; a graded kernel, forked

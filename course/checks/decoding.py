@@ -552,17 +552,18 @@ def _generated(model, ids: _Tensor, n: int):
     return out.sequences, [step.double() for step in out.logits]
 
 
-def _decisive_prompt(model, B: int, T: int, n: int, gen) -> _Tensor:
+def _decisive_prompt(model, B: int, T: int, n: int, gen) -> tuple[_Tensor, tuple]:
     """A prompt whose greedy steps have a clear winner (top two logits apart by
-    1e-4 or more), so float32 rounding cannot change a token."""
+    1e-4 or more), so float32 rounding cannot change a token; with what
+    :func:`_generated` gives for it."""
     vocab = model.config.vocab_size
     for _ in range(20):
         ids = torch.randint(1, vocab, (B, T), generator=gen)
-        _, logits = _generated(model, ids, n)
-        top = torch.stack([s.topk(2, dim=-1).values for s in logits])  # (n, B, 2)
+        truth = _generated(model, ids, n)
+        top = torch.stack([s.topk(2, dim=-1).values for s in truth[1]])  # (n, B, 2)
         if float((top[..., 0] - top[..., 1]).min()) > 1e-4:
-            return ids
-    return ids
+            break
+    return ids, truth
 
 
 def _feeding_mistake(fed: list, T: int, use_cache: bool) -> str | None:
@@ -579,9 +580,13 @@ def _feeding_mistake(fed: list, T: int, use_cache: bool) -> str | None:
     return None
 
 
-def _expect_greedy(fn, model, ids: _Tensor, n: int, use_cache: bool, label: str):
+def _expect_greedy(
+    fn, model, prompt: tuple[_Tensor, tuple], n: int, use_cache: bool, label: str
+):
+    """``fn`` against transformers' greedy ``generate`` on ``prompt``: the ids and
+    what generate gives for them (:func:`_decisive_prompt`)."""
+    ids, (want, want_logits) = prompt
     B, T = ids.shape
-    want, want_logits = _generated(model, ids, n)
     with (
         _Watch(model) as watch,
         forbid([(transformers.GenerationMixin, "generate")], GENERATE_BY_HAND),
@@ -646,16 +651,16 @@ def greedy_generate_no_cache(fn) -> None:
     """greedy_generate(use_cache=False) gives transformers' greedy tokens."""
     model = course_decoder()
     gen = torch.Generator().manual_seed(1304)
-    ids = _decisive_prompt(model, 2, 5, 6, gen)
-    _expect_greedy(fn, model, ids, 6, False, say("on the notebook's decoder"))
+    prompt = _decisive_prompt(model, 2, 5, 6, gen)
+    _expect_greedy(fn, model, prompt, 6, False, say("on the notebook's decoder"))
 
 
 def greedy_generate_cache(fn) -> None:
     """greedy_generate(use_cache=True) gives the same tokens, one new token a step."""
     model = course_decoder()
     gen = torch.Generator().manual_seed(1305)
-    ids = _decisive_prompt(model, 2, 5, 6, gen)
-    _expect_greedy(fn, model, ids, 6, True, say("on the notebook's decoder"))
+    prompt = _decisive_prompt(model, 2, 5, 6, gen)
+    _expect_greedy(fn, model, prompt, 6, True, say("on the notebook's decoder"))
 
 
 def greedy_generate_random(fn, seed: int) -> None:
@@ -674,10 +679,10 @@ def greedy_generate_random(fn, seed: int) -> None:
         )
         gen = torch.Generator().manual_seed(rng.randint(0, 999))
         B, T, n = rng.randint(1, 3), rng.randint(2, 6), rng.randint(3, 7)
-        ids = _decisive_prompt(model, B, T, n, gen)
+        prompt = _decisive_prompt(model, B, T, n, gen)
         label = say("on a random Llama")
         for use_cache in (case != 0, case == 0):  # the first: no cache first
-            _expect_greedy(fn, model, ids, n, use_cache, label)
+            _expect_greedy(fn, model, prompt, n, use_cache, label)
 
 
 # --- sampling ---------------------------------------------------------------------
