@@ -53,7 +53,7 @@ test: setup browser services proxy lint  ## Set up and run every test
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
 
 test-fast: setup lint  ## The tests that take seconds (no kernels, services or browser)
-	$(BIN)/python -m pytest -n 2 -m "not slow" $(ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow" $(ARGS)
 
 lint: setup  ## ruff: lint and format check (no changes)
 	$(BIN)/ruff check .

@@ -62,6 +62,7 @@ def softmax_forbidden(lesson: str):
             (F, "softmax"),
             (_Tensor, "softmax"),
             (torch.special, "softmax"),
+            (torch.special, "log_softmax"),
             (torch.nn.Softmax, "forward"),
             (F, "log_softmax"),
             (torch, "log_softmax"),

@@ -18,7 +18,7 @@ import copy
 import traceback
 from collections.abc import Callable
 
-from transformers import PreTrainedTokenizerBase
+import torch
 
 from ..i18n import N_, say
 from . import evidence
@@ -154,7 +154,9 @@ def call(
     """
     name = name or getattr(fn, "__name__", None) or N_("your function")
     if not share:
-        args, kwargs = private(args), private(kwargs)
+        memo: dict = {}
+        args = tuple(private(v, memo) for v in args)
+        kwargs = {k: private(v, memo) for k, v in kwargs.items()}
 
     def run() -> Outcome:
         key = (id(fn), evidence.digest(name, args, kwargs))
@@ -217,24 +219,33 @@ def call_naming(fn: Callable, *args, name: str, case: str, **fields):
         fail(case, verdict=str(err), **fields)
 
 
-def private(values):
-    """A deep copy of ``values`` (one value, a tuple of arguments or a dict of
-    keyword arguments) for the student's code to have: tensors, modules with their hooks and
-    blocked ``forward``, configs, generators in their state.
+def private(value, memo: dict | None = None):
+    """A deep copy of ``value`` for the student's code to have.
 
-    A tokenizer is handed over as it is (a copy of its vocabulary takes 0.1 s;
-    the check that hands one over takes its truth before the call), and so is what
-    cannot be copied, such as a tensor inside an autograd graph.
+    Tensors keep their views' shared storage; modules keep their hooks (a closure
+    is shared: the copy's calls reach the check's watch) and a ``forward`` turned
+    off stays off, also after the check's block ends; a ``torch.Generator`` keeps
+    its state; a tensor inside an autograd graph is detached (same values, same
+    ``requires_grad``). A tokenizer is handed over as it is (a copy of its
+    vocabulary takes 0.1 s: the check that hands one over reads it before the
+    call), and so is what cannot be copied (a Python generator).
+
+    Parameters
+    ----------
+    value : object
+        One argument of a call.
+    memo : dict, optional
+        Shared by the copies of one call's arguments: an object passed twice stays
+        one object.
     """
-    if isinstance(values, dict):
-        items = values.values()
-    else:
-        items = values if isinstance(values, (tuple, list)) else (values,)
-    memo = {id(v): v for v in items if isinstance(v, PreTrainedTokenizerBase)}
+    if any(c.__name__ == "PreTrainedTokenizerBase" for c in type(value).__mro__):
+        return value
+    if isinstance(value, torch.Tensor) and not value.is_leaf:
+        return value.detach().clone().requires_grad_(value.requires_grad)
     try:
-        return copy.deepcopy(values, memo)
+        return copy.deepcopy(value, {} if memo is None else memo)
     except (RuntimeError, TypeError):
-        return values
+        return value
 
 
 def _run(fn, args, kwargs, probe) -> Outcome:

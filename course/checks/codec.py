@@ -123,7 +123,7 @@ def _weights(module: nn.Module) -> str:
     """A fingerprint of a module's every weight, to the bit."""
     h = hashlib.sha1()
     for key, t in module.state_dict().items():
-        h.update(key.encode())
+        h.update(f"{key} {t.dtype} {tuple(t.shape)}".encode())
         h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
     return h.hexdigest()
 

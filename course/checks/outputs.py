@@ -41,6 +41,7 @@ def _random_texts(rng: random.Random, n: int) -> list[str]:
 def _expect_batch(fn, tokenizer, texts, max_length) -> None:
     # The truth first: the answer gets the tokenizer itself (calls.private).
     singles = [tokenizer(t)["input_ids"] for t in texts]
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     enc = call(fn, tokenizer, texts, max_length, name="encode")
     if (
         not hasattr(enc, "keys")
@@ -86,10 +87,7 @@ def _expect_batch(fn, tokenizer, texts, max_length) -> None:
                 row=row,
                 n=n,
             )
-        if (
-            ids[row, n - 1].item() != tokenizer.sep_token_id
-            or ids[row, 0].item() != tokenizer.cls_token_id
-        ):
+        if ids[row, n - 1].item() != sep or ids[row, 0].item() != cls:
             fail(
                 "Each row should start with [CLS] and end with [SEP], "
                 "also when truncated."

@@ -121,20 +121,34 @@ class LessonReader(ast.NodeVisitor):
         self.names, self.lesson = names, lesson
         self.classes = classes  # the student's own classes: their attributes are theirs
         self.params: dict[str, str] = {}  # local name -> "<index>[.path]"
-        self.instances: set[str] = set()  # names bound to an instance of one of them
+        self.instances: set[str] = set()  # names only ever bound to one of them
+        self.selves: set[str] = set()  # a method's first parameter, where it is one
+        self.methods: set[int] = set()  # id() of functions defined in a class body
         self.found: list[tuple[int, str]] = []
 
     def hit(self, node: ast.AST, what: str) -> None:
         self.found.append((getattr(node, "lineno", 0), what))
 
+    def visit_Module(self, node: ast.Module) -> None:
+        self.instances = own_instances(node, self.classes)
+        self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.methods |= {id(f) for f in node.body if isinstance(f, ast.FunctionDef)}
+        self.generic_visit(node)
+
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        outer = dict(self.params)
+        outer, selves = dict(self.params), set(self.selves)
         args = [a.arg for a in node.args.args]
+        every = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+        self.selves -= every  # a parameter hides an outer method's self
+        if args and id(node) in self.methods and args[0] not in self.instances:
+            self.selves.add(args[0])  # self or cls, whatever it is called
         if args and args[0] in ("self", "cls"):
             args = args[1:]
         self.params.update({a: str(i) for i, a in enumerate(args)})
         self.generic_visit(node)
-        self.params = outer
+        self.params, self.selves = outer, selves
 
     def _module_of(self, node: ast.AST) -> str | None:
         names = chain(node)
@@ -144,12 +158,9 @@ class LessonReader(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         path = self._module_of(node.value)
-        made = isinstance(node.value, ast.Call) and self._own(node.value)
         for target in node.targets:
             if path and isinstance(target, ast.Name):
                 self.params[target.id] = path
-            if isinstance(target, ast.Name):  # rebound: theirs only if made so
-                (self.instances.add if made else self.instances.discard)(target.id)
         self.generic_visit(node)
 
     def visit_For(self, node: ast.For) -> None:
@@ -187,16 +198,15 @@ class LessonReader(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _own(self, value: ast.AST) -> bool:
-        """Whether ``value`` is the student's own object: ``self``, ``cls``, one of
-        their classes, an instance made by calling it (``_Answer().softmax``) or a
-        name bound to one (``rope = Rotary(d); rope.rotate_half(x)``)."""
-        if isinstance(value, ast.Name) and value.id in self.instances:
+        """Whether ``value`` is the student's own object: a method's ``self`` or
+        ``cls``, one of their classes, an instance made by calling it
+        (``_Answer().softmax``) or a name only ever bound to one (``rope =
+        Rotary(d); rope.rotate_half(x)``: :func:`own_instances`)."""
+        if isinstance(value, ast.Name) and value.id in self.instances | self.selves:
             return True
         if isinstance(value, ast.Call):
             value = value.func
-        if not isinstance(value, ast.Name):
-            return False
-        return value.id in ("self", "cls") or value.id in self.classes
+        return isinstance(value, ast.Name) and value.id in self.classes
 
     def _attribute(self, node: ast.AST, attr: str, text: str) -> None:
         lesson = self.lesson
@@ -220,6 +230,43 @@ class LessonReader(ast.NodeVisitor):
             self.hit(node, message)
         elif dotted.split(".")[-1] in self.lesson.banned:
             self.hit(node, say(USES, text=dotted, lesson=self.lesson.message))
+
+
+def own_instances(tree: ast.AST, classes: frozenset[str]) -> set[str]:
+    """The names that every binding in ``tree`` binds to an instance of one of the
+    student's ``classes`` (``name = C(...)``). A name bound any other way as well
+    (a tuple target, a parameter, a loop, ``:=``, ``with``, ``except``, an import,
+    ``global``) is not theirs: it may hold anything."""
+    made, trusted = set(), set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id in classes
+        ):
+            made.add(id(node.targets[0]))
+            trusted.add(node.targets[0].id)
+    other = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            if id(node) not in made:
+                other.add(node.id)
+        elif isinstance(node, ast.arg):
+            other.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            other.add(node.name)
+        elif isinstance(node, ast.alias):
+            other.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            other.update(node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            other.add(node.name or "")
+        elif isinstance(node, ast.MatchMapping):
+            other.add(node.rest or "")
+    return trusted - other
 
 
 def classes(trees: list[ast.Module]) -> frozenset[str]:
