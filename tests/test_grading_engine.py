@@ -74,22 +74,28 @@ class CommandLines(threading.Thread):
 
     def run(self) -> None:
         while not self.done.wait(0.1):
-            for pid in _token_pids(self.secret):
-                self.seen.add(_cmdline(pid))
+            for command in _token_commands(self.secret).values():
+                self.seen.add(command)
+
+
+def _token_commands(token: str = TOKEN) -> dict[int, str]:
+    """``{pid: command line}`` of the processes whose command line holds ``token``,
+    each read once (read again, a process that has just exited shows none)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+        except OSError:
+            continue
+        if token.encode() in cmd:
+            found[int(entry.name)] = cmd.replace(b"\0", b" ")[:120].decode(
+                errors="replace"
+            )
+    return found
 
 
 def _token_pids(token: str = TOKEN) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if (
-                entry.name.isdigit()
-                and token.encode() in (entry / "cmdline").read_bytes()
-            ):
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
+    return list(_token_commands(token))
 
 
 def _task_worker(pid: int) -> int | None:
