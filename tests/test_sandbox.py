@@ -65,6 +65,7 @@ ATTACKS = {
     "families": "import os, socket\ntry:\n    socket.socket(40, socket.SOCK_STREAM).close()\n    print('LEAK-vsock')\nexcept OSError:\n    pass\ntry:\n    os.memfd_create('x')\n    print('LEAK-memfd')\nexcept OSError:\n    pass",
     "flood_log": "import os\nfor _ in range(1024):\n    os.write(1, b'x' * (1 << 20))\n    os.write(2, b'x' * (1 << 20))",
     "plant_ipc": "import json, os, socket\nipc = os.path.dirname(json.load(open('/run/connection.json'))['ip'])\nfor n in range(3):\n    try:\n        socket.socket(socket.AF_UNIX).bind(os.path.join(ipc, f'{token}-{{n}}'))\n        print('LEAK-ipc-socket')\n    except OSError:\n        pass\ntry:\n    open(os.path.join(ipc, '{token}'), 'w').close()\n    print('LEAK-ipc-file')\nexcept OSError:\n    pass",
+    "processes": "import os, signal, time\npids = []\nfor _ in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    pids.append(pid)\nfor pid in pids:\n    os.kill(pid, signal.SIGKILL)\n    os.waitpid(pid, 0)\nif len(pids) > 64:\n    print('LEAK-processes', len(pids))",
     "network": "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n    print('LEAK-network')\nexcept OSError:\n    pass",
 }
 # ipykernel forwards what a kernel writes to its raw streams into the notebook: the

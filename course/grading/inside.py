@@ -110,7 +110,11 @@ def _become_kernel(
         memory=policy.memory,
         cpu_seconds=policy.cpu_seconds,
         file_size=policy.file_size,
-        processes=policy.processes if uid is not None else None,
+        # A slot uid owns nothing else; inside an unprivileged grader's own user
+        # namespace, Linux 5.14+ counts only the sandbox's processes.
+        processes=policy.processes
+        if uid is not None or lockdown.processes_counted_per_namespace()
+        else None,
     )
     if ends is not None:
         for fd in ends:

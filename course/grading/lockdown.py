@@ -132,13 +132,26 @@ def cap_address_space(memory: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
 
+def processes_counted_per_namespace() -> bool:
+    """Whether this Linux counts ``RLIMIT_NPROC`` per user namespace (5.14 and
+    later): a cap set inside a sandbox's own user namespace then counts that
+    sandbox's processes only, not the grader's, which share its uid outside."""
+    release = os.uname().release.split("-")[0].split(".")
+    try:
+        return (int(release[0]), int(release[1])) >= (5, 14)
+    except (IndexError, ValueError):
+        return False
+
+
 def limit(
     *, memory: int | None, cpu_seconds: int, file_size: int, processes: int | None
 ) -> None:
     """Resource limits of the calling process (bytes, seconds; ``None``: unchanged).
 
     ``processes`` caps the processes of the calling user: only for a user that
-    owns nothing else (a slot's uid).
+    owns nothing else (a slot's uid), or a uid in a user namespace of the sandbox's
+    own where they are counted per namespace
+    (:func:`processes_counted_per_namespace`).
     """
     caps = [
         (resource.RLIMIT_CPU, cpu_seconds),
