@@ -26,12 +26,14 @@ from ...checks import (
     transformer,
 )
 from ...i18n import N_, say
+from . import deny
 from .binder import chain
 
 MODULES = {"torch", "math", "numpy", "random", "matplotlib", "collections"}
 MODULES |= {"itertools", "functools", "typing", "dataclasses", "copy", "transformers"}
 MODULES |= {"course.models", "course.data", "course.viz", "__future__"}
-MODULES |= {"types.SimpleNamespace"}  # a plain class (HF's code builds configs with it)
+# The plain classes a denied module holds (``types.SimpleNamespace``): one list.
+MODULES |= {f"{m}.{name}" for m, names in deny.PLAIN_NAMES.items() for name in names}
 LOW_LEVEL = ("torch.ops", "torch.library", "torch.utils.cpp_extension", "torch.jit")
 USES = N_("uses `{text}`. {lesson}")  # a name the exercise's lesson turns off
 
@@ -142,7 +144,7 @@ class LessonReader(ast.NodeVisitor):
         args = [a.arg for a in node.args.args]
         every = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
         self.selves -= every  # a parameter hides an outer method's self
-        if args and id(node) in self.methods and args[0] not in self.instances:
+        if args and id(node) in self.methods:
             self.selves.add(args[0])  # self or cls, whatever it is called
         if args and args[0] in ("self", "cls"):
             args = args[1:]
