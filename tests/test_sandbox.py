@@ -66,6 +66,7 @@ ATTACKS = {
     "flood_log": "import os\nfor _ in range(1024):\n    os.write(1, b'x' * (1 << 20))\n    os.write(2, b'x' * (1 << 20))",
     "plant_ipc": "import json, os, socket\nipc = os.path.dirname(json.load(open('/run/connection.json'))['ip'])\nfor n in range(3):\n    try:\n        socket.socket(socket.AF_UNIX).bind(os.path.join(ipc, f'{token}-{{n}}'))\n        print('LEAK-ipc-socket')\n    except OSError:\n        pass\ntry:\n    open(os.path.join(ipc, '{token}'), 'w').close()\n    print('LEAK-ipc-file')\nexcept OSError:\n    pass",
     "processes": "import os, signal, time\npids = []\nfor _ in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    pids.append(pid)\nfor pid in pids:\n    os.kill(pid, signal.SIGKILL)\n    os.waitpid(pid, 0)\nif len(pids) > 64:\n    print('LEAK-processes', len(pids))",
+    "files": "import os\nmade = 0\nfor n in range(40000):\n    try:\n        open(f'/tmp/{token}-{{n}}', 'w').close()\n    except OSError:\n        break\n    made += 1\nfor n in range(made):\n    os.unlink(f'/tmp/{token}-{{n}}')\nif made > 16384:\n    print('LEAK-files', made)",
     "network": "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n    print('LEAK-network')\nexcept OSError:\n    pass",
 }
 # ipykernel forwards what a kernel writes to its raw streams into the notebook: the

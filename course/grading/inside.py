@@ -29,14 +29,15 @@ class Policy:
     """What one kernel may use: bytes of address space per process (0: no cap);
     bytes of memory for the whole sandbox, its processes and its tmpfs folders
     together (as root, a memory cgroup; 0: ``memory``); CPU seconds, bytes per file
-    and per writable folder, processes; ``hidden`` names folders (the course's) that
-    no read-only path may contain."""
+    and per writable folder, files (and folders) per writable folder, processes;
+    ``hidden`` names folders (the course's) that no read-only path may contain."""
 
     memory: int = 0
     ram: int = 0
     cpu_seconds: int = 1800
     file_size: int = 256 << 20
     scratch: int = 256 << 20
+    files: int = 16384
     processes: int = 64
     hidden: tuple[str, ...] = ()
 

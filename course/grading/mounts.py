@@ -27,6 +27,7 @@ ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts",
 DEVICES = ("null", "zero", "full", "random", "urandom")
 TMP = ("/tmp", "/dev/shm")  # sticky and open to all, as on any machine
 MAX_COPY = 64 << 20  # bytes of the notebook folder's other files copied in
+MAX_FILES = 4096  # ... and how many (a writable folder holds Policy.files at most)
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -58,6 +59,7 @@ def build(
     files: dict[str, bytes],
     uid: int,
     size: int,
+    inodes: int,
 ) -> None:
     """Build the sandbox's root at ``staging`` (in this process's new mount
     namespace): the ``scratch`` folders and ``cwd`` private and empty but for the
@@ -70,14 +72,18 @@ def build(
     _dev(staging)
     for path in scratch:  # first: a read-only path may lie below /tmp
         _tmpfs(
-            staging + path, uid=uid, size=size, mode="1777" if path in TMP else "700"
+            staging + path,
+            uid=uid,
+            size=size,
+            inodes=inodes,
+            mode="1777" if path in TMP else "700",
         )
     for path in [p for p in SYSTEM if os.path.lexists(p)] + readonly:
         if os.path.islink(path) and path in SYSTEM:
             os.symlink(os.readlink(path), staging + path)
         else:
             _bind(path, staging + path, writable=False)
-    _tmpfs(staging + cwd, uid=uid, size=size, mode="700")
+    _tmpfs(staging + cwd, uid=uid, size=size, inodes=inodes, mode="700")
     _copy(cwd, staging + cwd, uid)
     if ipc:  # last: it may lie below the working folder
         _bind(ipc, staging + ipc, writable=True)
@@ -89,9 +95,11 @@ def build(
     os.makedirs(staging + "/proc", exist_ok=True)
 
 
-def _tmpfs(target: str, *, uid: int, size: int, mode: str) -> None:
+def _tmpfs(target: str, *, uid: int, size: int, inodes: int, mode: str) -> None:
+    """A writable folder: at most ``size`` bytes and ``inodes`` files and folders
+    (an empty file costs the host's kernel about 1 KiB that no byte cap counts)."""
     os.makedirs(target, exist_ok=True)
-    options = f"size={size},mode={mode},uid={uid},gid={uid}"
+    options = f"size={size},nr_inodes={inodes},mode={mode},uid={uid},gid={uid}"
     mount("tmpfs", target, "tmpfs", flags=MS_NOSUID | MS_NODEV, data=options)
 
 
@@ -147,15 +155,19 @@ def _dev(staging: str) -> None:
 
 
 def _copy(origin: str, target: str, uid: int) -> None:
-    """Regular files of ``origin`` (no notebook, no link followed), up to
-    :data:`MAX_COPY` bytes, into ``target``."""
-    left = MAX_COPY
+    """Regular files of ``origin`` (no notebook, no link followed, no other file
+    system entered: the sandbox's own root may lie below it), up to
+    :data:`MAX_COPY` bytes and :data:`MAX_FILES` files, into ``target``."""
+    left, files, device = MAX_COPY, MAX_FILES, os.lstat(origin).st_dev
     for folder, dirs, names in os.walk(origin):
         rel = os.path.relpath(folder, origin)
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+        dirs[:] = [d for d in dirs if _same_folder_tree(folder, d, device)]
         for name in names:
             if name.endswith(".ipynb"):
                 continue
+            if files == 0:
+                return
+            files -= 1
             try:
                 flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # a FIFO: no wait
                 fd = os.open(os.path.join(folder, name), flags)
@@ -171,6 +183,15 @@ def _copy(origin: str, target: str, uid: int) -> None:
                 dest.write_bytes(f.read())
             os.chown(dest, uid, uid)
             os.chown(dest.parent, uid, uid)
+
+
+def _same_folder_tree(folder: str, name: str, device: int) -> bool:
+    """Whether ``folder/name`` is a folder, not a link, on the file system ``device``."""
+    try:
+        info = os.lstat(os.path.join(folder, name))
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_dev == device
 
 
 def loopback_up() -> None:

@@ -104,6 +104,7 @@ def enter(policy: Policy, *, argv: list[str], cwd: str, asker=None) -> list[str]
         files={CONNECTION: Path(connection).read_bytes() if connection else b""},
         uid=uid,
         size=policy.scratch,
+        inodes=policy.files,
     )
     mounts.loopback_up()
     child = os.fork()
