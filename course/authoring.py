@@ -145,8 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="the course folder")
     args = parser.parse_args(argv)
     english = {py.stem: build(py) for py in sources(args.root)}
-    verdicts = [m.id for m in catalog.verdict_template() if m.id]
-    hints = hintauthoring.build(english, args.root, verdicts)
+    hints = hintauthoring.build(english, args.root, catalog.declared_mistakes())
     if args.catalog:
         for lang in i18n.LOCALES:
             catalog.update_catalog(english, i18n.catalog_path(lang))

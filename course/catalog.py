@@ -223,6 +223,34 @@ def marked_sentences(source: str) -> list[tuple[int, str]]:
     ]
 
 
+def declared_mistakes() -> dict[str, str]:
+    """``{key: sentence}``: every misconception the checks can name, declared where
+    its sentence is written (``N_("...", mistake="key")``, the same in ``say`` and
+    ``fail``).
+
+    Raises
+    ------
+    ValueError
+        A key given to two different sentences.
+    """
+    out: dict[str, str] = {}
+    for path in verdict_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (
+                isinstance(node, ast.Call)
+                and _called(node) in VERDICT_KEYWORDS
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                continue
+            for keyword in node.keywords:
+                if keyword.arg == "mistake" and isinstance(keyword.value, ast.Constant):
+                    key, sentence = keyword.value.value, node.args[0].value
+                    if out.setdefault(key, sentence) != sentence:
+                        raise ValueError(f"mistake {key!r} names two sentences")
+    return out
+
+
 def _called(node: ast.Call) -> str | None:
     """The name a call calls: ``say`` for ``say(...)`` and ``i18n.say(...)``."""
     func = node.func

@@ -19,7 +19,7 @@ from .grading import cells
 MIN_STEPS = 3
 
 
-def build(notebooks: dict, root: Path, verdicts: list[str]) -> dict:
+def build(notebooks: dict, root: Path, declared: dict[str, str]) -> dict:
     """The package data from ``source/<a>/hints.toml`` and the built notebooks.
 
     Parameters
@@ -28,14 +28,15 @@ def build(notebooks: dict, root: Path, verdicts: list[str]) -> dict:
         ``{assignment: English source notebook}``.
     root : Path
         The course folder.
-    verdicts : list of str
-        Every sentence of the verdict catalog; a ``verdict`` must start exactly one.
+    declared : dict
+        ``{key: sentence}``, every misconception a check can name
+        (:func:`course.catalog.declared_mistakes`).
 
     Raises
     ------
     ValueError
-        An exercise without its hints, fewer than three steps, a misconception
-        whose verdict starts no check sentence or several, or an unknown exercise.
+        An exercise without its hints, fewer than three steps, a hint for a
+        misconception no check declares, or an unknown exercise.
     """
     out = {}
     for assignment, nb in notebooks.items():
@@ -54,7 +55,7 @@ def build(notebooks: dict, root: Path, verdicts: list[str]) -> dict:
                 if cells.is_test(c) and cells.exercise(c.id, answers) == exercise
             ]
             mistakes = {
-                key: _mistake(m, verdicts, f"{assignment}/{exercise}/{key}")
+                key: _mistake(m, declared, f"{assignment}/{exercise}/{key}")
                 for key, m in written[exercise].get("mistakes", {}).items()
             }
             entries[exercise] = {
@@ -70,11 +71,13 @@ def build(notebooks: dict, root: Path, verdicts: list[str]) -> dict:
     return out
 
 
-def _mistake(written: dict, verdicts: list[str], where: str) -> dict:
+def _mistake(written: dict, declared: dict[str, str], where: str) -> dict:
     """One misconception: its check's whole sentence, its hint, and its ``name``
     where the sentence's first clause would not read as one."""
-    mistake = {"verdict": _resolve(written["verdict"], verdicts)}
-    mistake["hint"] = written["hint"]
+    key = where.rsplit("/", 1)[1]
+    if key not in declared:
+        raise ValueError(f"{where}: no check names the mistake {key!r}")
+    mistake = {"verdict": declared[key], "hint": written["hint"]}
     name = written.get("name") or hintbook.first_clause(mistake["verdict"])
     if not hintbook.readable(name):
         width = hintbook.NAME_WIDTH
@@ -82,13 +85,6 @@ def _mistake(written: dict, verdicts: list[str], where: str) -> dict:
     if written.get("name"):  # an empty one is none
         mistake["name"] = written["name"]
     return mistake
-
-
-def _resolve(start: str, verdicts: list[str]) -> str:
-    found = [v for v in verdicts if v.startswith(start)]
-    if len(found) != 1:
-        raise ValueError(f"{start!r} starts {len(found)} check sentences, not one")
-    return found[0]
 
 
 def public(data: dict) -> dict:

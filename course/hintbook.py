@@ -2,22 +2,26 @@
 
 Hints are written beside each exercise, in ``source/<a>/hints.toml``: for each
 exercise (an answer cell's grade id) at least three ``steps``, from the idea to the
-approach to the shape of the code, and for a misconception a check names, a hint of
-its own under a stable key::
+approach to the shape of the code, and for a misconception a check names, a hint
+under the misconception's key::
 
     [softmax]
     steps = ["the idea ...", "the approach ...", "the shape of the code ..."]
 
     [softmax.mistakes.overflow]
-    verdict = "softmax(x, dim={dim}) gives NaN/inf"  # how the check's message starts
     hint = "..."
-    name = "..."  # optional: the views' name for it, if the message's first clause
+    name = "..."  # optional: the views' name for it, if the sentence's first clause
                   # is too long or starts with a {field} (the authoring says which)
+
+The key is declared once, where the check's sentence is written
+(``N_("softmax(x, dim={dim}) gives NaN/inf ...", mistake="overflow")``): the verdict
+carries it (:func:`course.i18n.mistakes_of`) into the kernel's progress, ``course
+check`` and the grader, so rewording a sentence never unhooks its hint.
 
 ``python -m course.authoring`` builds them into the package data, in two parts:
 ``course/data/hints.json``, what the kernel reads to follow a student's progress
-(each exercise's test cells, how many steps, each ``verdict`` resolved to the
-check's whole catalog sentence), and ``course/data/hint_texts.json``, the hints'
+(each exercise's test cells, how many steps, each mistake's whole sentence, for its
+name), and ``course/data/hint_texts.json``, the hints'
 texts (in Chinese: ``hinttexts.po``). On a course hub whose hints cost points only
 the hub's service may read the texts (:mod:`course.grading.private` seals them);
 :func:`texts` then raises :class:`Sealed`.
@@ -105,12 +109,6 @@ def mistake_hint(assignment: str, exercise: str, key: str) -> str:
     return _translated(text, f"{assignment}/{exercise}")
 
 
-def _pattern(sentence: str) -> re.Pattern:
-    """A catalog sentence as a regex: its ``{fields}`` match anything."""
-    parts = re.split(r"\{[^{}]*\}", sentence)
-    return re.compile(".*?".join(re.escape(p) for p in parts), re.DOTALL)
-
-
 NAME_WIDTH = 60  # columns of a mistake's name in the views (a CJK character: 2)
 NAME_DOMAIN, NAME_CONTEXT = "hints", "mistake"  # a written name's catalog (hints.po)
 
@@ -170,16 +168,8 @@ def readable(name: str) -> bool:
     return not name.startswith("…") and _width(name) <= NAME_WIDTH
 
 
-def named_mistake(assignment: str, exercise: str, verdict: str) -> str | None:
-    """The key of the misconception a check's ``verdict`` names, or None.
-
-    The verdict is in the course's language; each misconception's sentence is
-    looked up in the same verdict catalog, so both editions match.
-    """
-    table = compiled("verdicts")
-    mistakes = book().get(assignment, {}).get(exercise, {}).get("mistakes", {})
-    for key, mistake in mistakes.items():
-        sentence = table.gettext(mistake["verdict"]) if table else mistake["verdict"]
-        if _pattern(sentence).search(verdict):
-            return key
-    return None
+def named_mistake(assignment: str, exercise: str, mistakes) -> str | None:
+    """The first of ``mistakes`` (keys a verdict named, :func:`course.i18n.
+    mistakes_of`) that ``exercise`` has a hint for, or None."""
+    known = book().get(assignment, {}).get(exercise, {}).get("mistakes", {})
+    return next((key for key in mistakes if key in known), None)

@@ -59,25 +59,61 @@ def speaking(lang: str):
         _SPOKEN.pop()
 
 
-def N_(message: str) -> str:
-    """Mark ``message`` for the verdict catalog; it is translated when said."""
-    return message
+class Said(str):
+    """A sentence that names misconceptions: ``mistakes`` holds their keys, in the
+    order the sentence names them (the keys ``hints.toml`` gives hints for)."""
+
+    mistakes: tuple[str, ...] = ()
 
 
-def say(message: str, /, **fields) -> str:
+def mistakes_of(text) -> tuple[str, ...]:
+    """The keys of the misconceptions ``text`` names (empty for any other value)."""
+    return getattr(text, "mistakes", ())
+
+
+def naming(text: str, *named) -> str:
+    """``text`` naming every misconception that the values ``named`` name (a
+    sentence made of other sentences names what they name)."""
+    return with_keys(text, (k for part in named for k in mistakes_of(part)))
+
+
+def with_keys(text: str, keys) -> str:
+    """``text`` naming the misconceptions whose keys are ``keys`` (in order, once
+    each; ``text`` itself when there are none)."""
+    keys = tuple(dict.fromkeys(filter(None, keys)))
+    if not keys:
+        return text
+    out = Said(text)
+    out.mistakes = keys
+    return out
+
+
+def N_(message: str, /, *, mistake: str | None = None) -> str:
+    """Mark ``message`` for the verdict catalog; it is translated when said.
+
+    ``mistake`` is the key of the misconception the sentence names: the sentence
+    carries it wherever it is said, and ``hints.toml`` answers it by that key.
+    """
+    return with_keys(message, [mistake])
+
+
+def say(message: str, /, *, mistake: str | None = None, **fields) -> str:
     """``message`` in the course's language, its ``{fields}`` filled in.
 
     A field that is itself a catalog sentence (the name of what was compared, a
     misconception) is translated too; any other field (empty, a name, a number,
     a student's error message) is passed through as it is. Unknown languages
-    speak English.
+    speak English. The result names the misconception ``mistake`` (its key), and
+    those the message and its fields name (:func:`mistakes_of`).
     """
+    keys = [mistake, *mistakes_of(message)]
+    keys += [k for v in fields.values() for k in mistakes_of(v)]
     table = compiled("verdicts")
     if table is None:
-        return message.format(**fields) if fields else message
+        return with_keys(message.format(**fields) if fields else message, keys)
     message = table.gettext(message)
     fields = {k: _field(table, v) for k, v in fields.items()}
-    return _han_joined(message.format(**fields) if fields else message)
+    return with_keys(_han_joined(message.format(**fields) if fields else message), keys)
 
 
 #: A space between two Han characters: written nowhere in the catalogs, it comes
@@ -118,7 +154,7 @@ def sentences(*parts: str | None) -> str:
     text = ""
     for part in filter(None, parts):
         text += part if not text or text[-1] in "。！？）」：；" else " " + part
-    return text
+    return naming(text, *parts)
 
 
 _TABLES: dict[tuple[str, str], gettext.GNUTranslations] = {}

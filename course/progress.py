@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from . import hintbook
-from .i18n import N_, language, tell
+from .i18n import N_, language, mistakes_of, tell
 from .work import RECORD, home
 
 PAUSE = 300.0  # seconds: a longer gap between two cells counts as this
@@ -104,7 +104,7 @@ def on_cell(result, store: Store | None = None) -> None:
     if role == "answer":
         store.record(assignment, exercise, "run")
     elif error is not None:
-        mistake = hintbook.named_mistake(assignment, exercise, str(error))
+        mistake = hintbook.named_mistake(assignment, exercise, mistakes_of(error))
         store.record(
             assignment, exercise, "fail", test=result.info.cell_id, mistake=mistake
         )
@@ -162,7 +162,7 @@ def record_check(work: Path, assignment: str, scores: dict, messages: dict) -> l
                 store.record(assignment, exercise, "pass", test=test)
                 continue
             verdict = messages.get(test, "")
-            mistake = hintbook.named_mistake(assignment, exercise, verdict)
+            mistake = hintbook.named_mistake(assignment, exercise, mistakes_of(verdict))
             store.record(assignment, exercise, "fail", test=test, mistake=mistake)
             failing += [exercise] if exercise not in failing else []
     return failing

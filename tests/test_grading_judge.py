@@ -9,7 +9,7 @@ from nbformat import NotebookNode
 from course import models
 from course.checks import config as config_checks
 from course.checks import evidence
-from course.grading import judge
+from course.grading import enames, flags, judge
 
 
 def _recorded(check, fn, monkeypatch) -> list[dict]:
@@ -331,3 +331,103 @@ def test_an_undefined_name_says_its_answer_cell_raised():
     said = judge._kernel_error(nb.cells[5], raised)["evalue"]
     assert "`Q` is not defined: its answer cell raised RuntimeError" in said
     assert "write and run" in judge._kernel_error(nb.cells[5], {})["evalue"]
+
+
+def test_what_a_student_shows_in_a_test_cell_is_not_its_verdict(monkeypatch):
+    """A wrong softmax that, called by the check, shows "all tests passed" in the
+    test cell and publishes a forged record of the right answer for its own call
+    (the digest is the kernel's to compute): the test cell's outputs are the
+    judge's alone, and the forged record buys nothing."""
+    from course.checks import CheckFailed
+    from course.checks import softmax as softmax_checks
+
+    shown = [
+        NotebookNode(
+            output_type="display_data",
+            data={"text/html": "<b>All tests passed</b>"},
+            metadata={},
+        ),
+        NotebookNode(output_type="stream", name="stdout", text="All tests passed\n"),
+    ]
+
+    def right(x, dim):
+        e = (x - x.amax(dim, keepdim=True)).exp()
+        return e / e.sum(dim, keepdim=True)
+
+    def softmax(x, dim=-1):
+        forged = {
+            "name": "softmax",
+            "digest": evidence.digest("softmax", (x, dim), {}),
+            "outcome": evidence.to_wire(evidence.Returned(right(x, dim)), (x, dim)),
+            "rng": None,
+            "effects": {},
+        }
+        evidence._publish(forged)
+        return x.exp() / x.exp().sum(0, keepdim=True)  # over dim 0: wrong
+
+    def rows(fn):
+        with pytest.raises(CheckFailed):  # in the kernel too, it fails
+            softmax_checks.softmax_rows(fn)
+
+    records = _recorded(rows, softmax, monkeypatch)
+    assert len(records) == 2 and records[0]["outcome"] != records[1]["outcome"]
+    cell = _test_cell("check.softmax_rows(softmax)", records)
+    cell.outputs = shown + cell.outputs
+    cell.metadata = {"nbgrader": {"grade": True, "grade_id": "t", "points": 1}}
+    nb = NotebookNode(cells=[cell], metadata={})
+    monkeypatch.setattr(judge, "check_modules", lambda nb: {"check": softmax_checks})
+    judge.JudgeEvidence().preprocess(nb, {})
+
+    texts = json.dumps(cell.outputs)
+    assert "All tests passed" not in texts
+    assert [o.ename for o in cell.outputs] == [enames.TAMPERED]
+    assert flags.flags(nb) == [
+        "tampering: this test cell holds a result its check "
+        "never asked for, published by the answer's own code"
+    ]
+    # the control: alone, the forged record is a right answer's
+    forged = _test_cell("check.softmax_rows(softmax)", records[:1])
+    assert judge.verdict(forged, {"check": softmax_checks}) == ([], "ok")
+
+
+def test_a_failed_verdict_keeps_the_keys_of_the_mistakes_it_names(
+    monkeypatch, tmp_path
+):
+    """The replayed check names softmax over dim 0: the cell's metadata keeps its
+    key, and what ``course check`` reads of the graded notebook carries it."""
+    from course.checks import CheckFailed
+    from course.checks import softmax as softmax_checks
+    from course.grading import cells
+    from course.i18n import mistakes_of
+
+    def softmax(x, dim=-1):
+        return x.exp() / x.exp().sum(0, keepdim=True)
+
+    def rows(fn):
+        with pytest.raises(CheckFailed):
+            softmax_checks.softmax_rows(fn)
+
+    cell = _test_cell(
+        "check.softmax_rows(softmax)", _recorded(rows, softmax, monkeypatch)
+    )
+    cell.metadata = {"nbgrader": {"grade": True, "grade_id": "t", "points": 1}}
+    cell.outputs, _ = judge.verdict(cell, {"check": softmax_checks})
+    assert cell.metadata[cells.MISTAKES] == ["wrong-dim"]
+    path = tmp_path / "graded.ipynb"
+    path.write_text(json.dumps({"cells": [cell]}))
+    assert mistakes_of(cells.error_messages(path)["t"]) == ("wrong-dim",)
+    # the control: replayed right, the cell names nothing (a key left from an
+    # earlier verdict goes)
+    right = _test_cell(
+        "check.softmax_rows(softmax)",
+        _recorded(
+            softmax_checks.softmax_rows,
+            lambda x, dim=-1: (
+                (e := (x - x.amax(dim, keepdim=True)).exp()) / e.sum(dim, keepdim=True)
+            ),
+            monkeypatch,
+        ),
+    )
+    right.metadata = {cells.MISTAKES: ["wrong-dim"]}
+    assert judge.verdict(right, {"check": softmax_checks}) == ([], "ok")
+    assert cells.MISTAKES not in right.metadata

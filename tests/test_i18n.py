@@ -180,6 +180,8 @@ def _prose_outside_the_catalog(path: Path, fstrings: bool = False) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") in MARKS:
             marked |= {id(n) for a in node.args[:1] for n in ast.walk(a)}
+            keys = [k.value for k in node.keywords if k.arg == "mistake"]
+            marked |= {id(k) for k in keys}  # a misconception's key, not prose
         if isinstance(node, ast.Call) and getattr(node.func, "value", None):
             if getattr(node.func.value, "id", "") == "re":  # a pattern
                 marked |= {id(n) for a in node.args[:1] for n in ast.walk(a)}

@@ -12,9 +12,15 @@ from course import work as work_home
 from course.checks import CheckFailed
 from course.checks.evidence import ENV as GRADING
 from course.grading import selfcheck
+from course.i18n import with_keys
 
 A = "05_softmax_and_scaling"
-WRONG_DIM = "softmax(x, dim=-1) is wrong: rows do not sum to 1 — softmax over the key dim (-1), not dim 0."  # noqa: E501
+# A verdict as the checks and the grader give it: its text, and its mistake's key.
+WRONG_DIM = with_keys(
+    "softmax(x, dim=-1) is wrong: rows do not sum to 1 — softmax over the key dim "
+    "(-1), not dim 0.",
+    ["wrong-dim"],
+)
 
 
 @pytest.fixture

@@ -27,7 +27,10 @@ from . import (
 from .oracles import NO_SCALE, Case, course_case, random_cases
 
 _softmax = torch.softmax
-NO_MASK = N_("padded keys get weight: the attention mask was not applied.")
+NO_MASK = N_(
+    "padded keys get weight: the attention mask was not applied.",
+    mistake="padding-not-masked",
+)
 SIGN = N_(
     "the mask has the wrong sign: padded keys must get a large negative "
     "score, (1 - mask) * -10000 (or the dtype's min), so that exp() sends "
@@ -35,19 +38,23 @@ SIGN = N_(
 )
 MULTIPLIED = N_(
     "the mask was multiplied into the scores; a score of 0 still gets "
-    "weight. Add a large negative number at the padded keys instead."
+    "weight. Add a large negative number at the padded keys instead.",
+    mistake="mask-multiplied",
 )
 ON_K = N_(
-    "the attention probabilities were applied to K instead of V: context = probs @ V."
+    "the attention probabilities were applied to K instead of V: context = probs @ V.",
+    mistake="probs-k",
 )
 AS_IS = N_(
     "the (B, T) mask was not broadcast over heads and queries: added as it "
     "is, it lines up with the scores' last dims (query, key) instead of "
-    "(batch, key). Make it (B, 1, 1, T) first."
+    "(batch, key). Make it (B, 1, 1, T) first.",
+    mistake="not-broadcast",
 )
 MIXED = N_(
     "view without transpose mixes heads: transpose the context back to (B, "
-    "T, H, d) before merging to (B, T, D)."
+    "T, H, d) before merging to (B, T, D).",
+    mistake="merge-view-no-transpose",
 )
 
 
@@ -147,7 +154,8 @@ def _ext(fn, mask, dtype):
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T):
         fail(
             "extended_mask returned (B, T): the mask is not broadcast "
-            "over heads and queries; make it (B, 1, 1, T)."
+            "over heads and queries; make it (B, 1, 1, T).",
+            mistake="mask-2d",
         )
     hint = say("It is added to scores of shape (B, H, T, T).")
     return expect_shape(got, (B, 1, 1, T), "extended_mask", hint)
@@ -164,12 +172,15 @@ def _expect_ext(fn, mask, dtype) -> None:
         )
     flat, keep = got[:, 0, 0], mask.bool()
     if bool((flat[~keep] > 0).any()):
-        fail("extended_mask is positive at padding: {why}", why=SIGN)
+        fail(
+            "extended_mask is positive at padding: {why}", mistake="positive", why=SIGN
+        )
     if bool((flat[keep] != 0).any()):
         fail(
             "extended_mask is not 0 at real tokens: tokens keep their "
             "scores, only padding gets a large negative number (the mask "
-            "is the wrong way round?)."
+            "is the wrong way round?).",
+            mistake="nonzero",
         )
     if bool((flat[~keep] > -1e4).any()):
         fail(
@@ -270,7 +281,8 @@ def first_head_attention_values(attention) -> None:
         diagnose=wrong_probs(case, 0)
         | {
             say(
-                "it is transposed: row i is query i's weights over the keys."
+                "it is transposed: row i is query i's weights over the keys.",
+                mistake="weights-transposed",
             ): case.probs[0, 0].T
         },
         what=say("the model's attentions[0][0, 0]"),

@@ -20,13 +20,18 @@ from collections.abc import Callable
 
 import torch
 
-from ..i18n import N_, say
+from ..i18n import N_, mistakes_of, say, with_keys
 from . import evidence
 from .evidence import Outcome, Raised, Returned
 
 
 class CheckFailed(AssertionError):
-    """A test cell's verdict, written for the student."""
+    """A test cell's verdict, written for the student; ``mistakes``: the keys of
+    the misconceptions it names (:func:`course.i18n.mistakes_of`)."""
+
+    def __init__(self, verdict: str = ""):
+        super().__init__(verdict)
+        self.mistakes = mistakes_of(verdict)
 
     def _render_traceback_(self):  # IPython shows this instead of a traceback
         return [f"CheckFailed: {self}"]
@@ -60,7 +65,8 @@ HINTS = {
         " Hint: these shapes do not broadcast: torch lines them up from the last "
         "dim, and each pair of sizes must be equal or 1. A reduction keeps its dim "
         "(as size 1) with keepdim=True; on more than 2 dims .T reverses them all, "
-        "where .transpose(-2, -1) swaps the last two."
+        "where .transpose(-2, -1) swaps the last two.",
+        mistake="broadcast",
     ),
     "cannot be multiplied": N_(
         " Hint: check which side needs a transpose; nn.Linear stores its "
@@ -71,7 +77,8 @@ HINTS = {
 MASK_BROADCAST = N_(
     " Hint: these shapes do not broadcast; a mask needs dims of size 1 where the "
     "scores have heads (and queries): (B, T) becomes (B, 1, 1, T) and (B, T, T) "
-    "becomes (B, 1, T, T) to meet (B, H, T, T) scores."
+    "becomes (B, 1, T, T) to meet (B, H, T, T) scores.",
+    mistake="mask-dims",
 )
 
 
@@ -170,7 +177,7 @@ def call(
     outcome = evidence.invoke(fn, name, args=args, kwargs=kwargs, run=run)
     if isinstance(outcome, Returned):
         return outcome.value
-    kind, ename, evalue, where = outcome
+    kind, ename, evalue, where, mistakes = outcome
     if kind == "type":
         fail(
             "`{name}` should be a function, but it is a {ename}.",
@@ -178,7 +185,7 @@ def call(
             ename=ename,
         )
     if kind == "check":
-        raise CheckFailed(evalue[:1000])
+        raise CheckFailed(with_keys(evalue[:1000], mistakes.split(",")))
     if kind == "todo":
         fail(
             "`{name}` is not written yet: it still raises NotImplementedError.",
@@ -256,7 +263,7 @@ def _run(fn, args, kwargs, probe) -> Outcome:
         value = fn(*args, **kwargs)
         return Returned(probe(value, *args) if probe else value)
     except CheckFailed as err:
-        return Raised("check", evalue=str(err))
+        return Raised("check", evalue=str(err), mistakes=",".join(err.mistakes))
     except NotImplementedError:
         return Raised("todo")
     except Exception as err:  # noqa: BLE001 - any crash becomes feedback

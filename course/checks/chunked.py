@@ -27,7 +27,8 @@ _sdpa = F.scaled_dot_product_attention
 MASKED_FIRST_BLOCK = N_(
     "a query whose first block of keys is all masked gets NaN: its running max "
     "is still -inf there, and exp(-inf - (-inf)) is NaN. Subtract 0 where the "
-    "max is -inf (that block adds nothing) and keep every running value finite."
+    "max is -inf (that block adds nothing) and keep every running value finite.",
+    mistake="masked-first-block",
 )
 
 

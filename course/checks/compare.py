@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import torch
 
-from ..i18n import N_, say
+from ..i18n import N_, naming, say
 from .calls import fail
 
 # References taken at import, before any student code runs, so that a notebook which
@@ -154,12 +154,14 @@ def expect_close(
 
 def with_hint(sentence: str, hint: str) -> str:
     """A verdict and the hint that follows it (if any), both in the language."""
-    return f"{sentence} {say(hint)}".strip() if hint else sentence
+    return (
+        naming(f"{sentence} {say(hint)}".strip(), sentence, hint) if hint else sentence
+    )
 
 
 def either(mistakes: list[str]) -> str:
     """Several misconceptions that give the same numbers, each in the language."""
-    return say(" Or: ").join(say(m) for m in mistakes)
+    return naming(say(" Or: ").join(say(m) for m in mistakes), *mistakes)
 
 
 def fail_mistaken(name: str, *mistakes: str) -> None:

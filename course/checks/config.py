@@ -74,7 +74,10 @@ def _check_description(fn, config) -> None:
         got["num_heads"] == truth["hidden_size"]
         and got["hidden_size"] == truth["num_heads"]
     ):
-        fail("num_heads and hidden_size are swapped: hidden_size is D, num_heads is H.")
+        fail(
+            "num_heads and hidden_size are swapped: hidden_size is D, num_heads is H.",
+            mistake="heads-hidden-swapped",
+        )
     for key in KEYS:
         value = got[key]
         if isinstance(value, bool) or not isinstance(value, int):
@@ -117,7 +120,8 @@ def describe_config_random(fn, seed: int) -> None:
 TENSORS = N_(
     "On {what} you counted {got}, the number of parameter tensors (weights "
     "and biases, each one entry), not of the numbers they hold: add up "
-    "p.numel() over model.parameters()."
+    "p.numel() over model.parameters().",
+    mistake="tensors",
 )
 
 
@@ -159,6 +163,7 @@ def _expect_count(fn, model, truth: int, what: str) -> None:
     if got == trainable and got != truth:
         fail(
             "On {what} you counted only trainable parameters; frozen ones count too.",
+            mistake="trainable",
             what=what,
         )
     buffers = sum(b.numel() for b in model.buffers())
@@ -251,6 +256,7 @@ def _expect_query(fn, model, index: int) -> None:
             fail(
                 "query_linear(model, {index}) returned layer {i}'s "
                 "query: layers count from 0.",
+                mistake="layer-off-by-one",
                 index=index,
                 i=i,
             )
@@ -258,7 +264,8 @@ def _expect_query(fn, model, index: int) -> None:
         fail(
             "query_linear returned a copy of the query projection. "
             "Return the very module object (so that changing it changes "
-            "the model)."
+            "the model).",
+            mistake="copy",
         )
     fail(
         "query_linear(model, {index}) is not layer {index}'s query projection.",
@@ -308,11 +315,15 @@ def _expect_resized(fn, model, max_len: int, seed: int, compare: bool) -> None:
                 "new one instead."
             )
     if model.config.max_position_embeddings != old_rows:
-        fail("with_max_positions changed the original model's config; copy it first.")
+        fail(
+            "with_max_positions changed the original model's config; copy it first.",
+            mistake="changed-config",
+        )
     if new is model:
         fail(
             "with_max_positions returned the original model; it should "
-            "return a new one."
+            "return a new one.",
+            mistake="same-model",
         )
     if type(new) is not type(model):
         fail(

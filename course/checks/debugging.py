@@ -30,12 +30,14 @@ from .oracles import course_case, random_cases
 
 KEYS_INVERTED = N_(
     "the mask is inverted: it is True at the padding. attention_mask is 1 at "
-    "real tokens, and True must mean may attend."
+    "real tokens, and True must mean may attend.",
+    mistake="padding-inverted",
 )
 MIXED = N_(
     "x.view(B, H, T, d) reads each token's features as if they were laid out "
     "head by head across tokens, so heads and tokens are mixed. View as (B, "
-    "T, H, d), then transpose(1, 2)."
+    "T, H, d), then transpose(1, 2).",
+    mistake="view",
 )
 
 
@@ -53,6 +55,7 @@ def _expect_key_mask(fn, case) -> None:
         fail(
             "key_mask gives shape {got}; it should be (B, 1, 1, T) = "
             "{want}, so that it broadcasts over heads and queries.",
+            mistake="shape",
             got=tuple(got.shape),
             want=(B, 1, 1, T),
         )
@@ -121,6 +124,7 @@ def _expect_table(fn, T: int, D: int) -> torch.Tensor:
             "{name} reaches {largest:.3g}: values that grow with the "
             "position swamp the token embeddings (about 1 in size). Keep "
             "them bounded.",
+            mistake="too-large",
             name=name,
             largest=float(got.abs().max()),
         )
@@ -189,16 +193,19 @@ _softmax = torch.softmax
 
 NAN_ROWS = N_(
     "a row whose keys are all masked gives NaN: softmax of a row of -inf is "
-    "0/0. Give such rows zeros."
+    "0/0. Give such rows zeros.",
+    mistake="nan-rows",
 )
 LEAKS = N_(
     "a row whose keys are all masked still spreads weight over them (a large "
     "negative fill or bias leaves a softmax of equal, or shifted, scores); "
-    "it should be all zeros."
+    "it should be all zeros.",
+    mistake="empty-rows-weight",
 )
 INVERTED = N_(
     "the mask is inverted: True means the query may attend that key, so fill "
-    "where the mask is False."
+    "where the mask is False.",
+    mistake="fill-inverted",
 )
 HALF = N_(
     "in float16 an allowed key gives NaN. 0 * -inf is NaN, so an additive mask "
@@ -206,7 +213,8 @@ HALF = N_(
     "float16 stops at 65504), poisons the allowed keys; and exp() of large "
     "float16 scores overflows to inf. Fill the blocked scores with masked_fill "
     "or where and torch.finfo(scores.dtype).min, and take the softmax with "
-    "torch.softmax or in float32."
+    "torch.softmax or in float32.",
+    mistake="half",
 )
 
 

@@ -34,18 +34,22 @@ F = torch.nn.functional
 
 SWAPPED = N_(
     "the queries and the keys/values are swapped: queries come from x (the "
-    "decoder), keys and values from memory (the encoder's output)."
+    "decoder), keys and values from memory (the encoder's output).",
+    mistake="query-memory-swapped",
 )
 MEMORY_MASK_IGNORED = N_(
-    "memory_mask is ignored: padded source tokens must get no weight."
+    "memory_mask is ignored: padded source tokens must get no weight.",
+    mistake="memory-mask-ignored",
 )
 MEMORY_MASK_INVERTED = N_(
     "memory_mask is read the wrong way round: 1 marks a real token that may be "
-    "attended, 0 a padded one."
+    "attended, 0 a padded one.",
+    mistake="memory-mask-inverted",
 )
 CROSS_CAUSAL = N_(
     "a causal mask in cross-attention: the whole source is known before decoding "
-    "starts, so every target position may see every real source token."
+    "starts, so every target position may see every real source token.",
+    mistake="causal",
 )
 CROSS_BY_HAND = N_(
     "Compute cross-attention by hand from attn.query, attn.key and attn.value: "
@@ -55,22 +59,27 @@ CROSS_BY_HAND = N_(
 NOT_OFFSET = N_(
     "the causal mask is not offset by the cache: new token i sits at position "
     "P + i (P tokens cached) and sees keys 0 to P + i, the last t rows of the "
-    "(P + t, P + t) causal mask."
+    "(P + t, P + t) causal mask.",
+    mistake="not-offset",
 )
 NO_CAUSAL = N_(
     "no causal mask: when several new tokens come at once (the prefill), each may "
-    "see only itself and the tokens before it."
+    "see only itself and the tokens before it.",
+    mistake="no-causal",
 )
 NO_SELF = N_(
-    "a token does not see itself: query i may attend to keys 0 to i, i included."
+    "a token does not see itself: query i may attend to keys 0 to i, i included.",
+    mistake="no-self",
 )
 PREPENDED = N_(
     "the new keys and values are put before the cached ones: append them after, "
-    "where their positions are."
+    "where their positions are.",
+    mistake="prepended",
 )
 WRONG_AXIS = N_(
     "the cache grows on the wrong axis: K and V are (B, H, T, d), and new tokens "
-    "are appended along T (dim -2)."
+    "are appended along T (dim -2).",
+    mistake="wrong-axis",
 )
 CACHE_BY_HAND = N_(
     "Keep the cache and attend by hand: torch's fused attention is turned off "
@@ -78,23 +87,28 @@ CACHE_BY_HAND = N_(
 )
 CACHE_IGNORED = N_(
     "with use_cache=True every step still feeds the whole sequence: keep "
-    "out.past_key_values and give the model only the new token with it."
+    "out.past_key_values and give the model only the new token with it.",
+    mistake="cache-ignored",
 )
 WHOLE_WITH_CACHE = N_(
     "each step feeds the whole sequence and the cache: the cache already holds "
-    "the earlier tokens, so the model reads them twice; feed only the new token."
+    "the earlier tokens, so the model reads them twice; feed only the new token.",
+    mistake="whole-with-cache",
 )
 ONE_TOKEN_NO_CACHE = N_(
     "a step feeds one token without the cache: the model then sees that token "
-    "alone; pass past_key_values (the cache the model returned)."
+    "alone; pass past_key_values (the cache the model returned).",
+    mistake="one-token-no-cache",
 )
 FIRST_POSITION = N_(
     "the next token is taken from the first position's logits: the model predicts "
-    "what follows the sequence at its last position, logits[:, -1]."
+    "what follows the sequence at its last position, logits[:, -1].",
+    mistake="first-position",
 )
 NEW_ONLY = N_(
     "only the new tokens are returned: return the prompt followed by them, "
-    "(B, T + max_new_tokens)."
+    "(B, T + max_new_tokens).",
+    mistake="new-only",
 )
 GENERATE_BY_HAND = N_(
     "Write the decoding loop by hand: model.generate is turned off for this exercise."
@@ -102,19 +116,23 @@ GENERATE_BY_HAND = N_(
 TEMPERATURE_AFTER = N_(
     "the temperature has no effect on the draws: divide the logits by it before "
     "the softmax (probabilities divided after the softmax are the same once "
-    "renormalised)."
+    "renormalised).",
+    mistake="temperature-after-softmax",
 )
 TEMPERATURE_TIMES = N_(
     "the logits are multiplied by the temperature: divide them by it (a high "
-    "temperature flattens the distribution, a low one sharpens it)."
+    "temperature flattens the distribution, a low one sharpens it).",
+    mistake="times",
 )
 ALWAYS_ARGMAX = N_(
     "every draw is the most likely token: with temperature > 0 draw from the "
-    "distribution (torch.multinomial), take the argmax only at temperature 0."
+    "distribution (torch.multinomial), take the argmax only at temperature 0.",
+    mistake="argmax",
 )
 NOT_LOGITS = N_(
     "the draws do not follow the logits at all: softmax(logits / temperature) "
-    "gives each token's probability."
+    "gives each token's probability.",
+    mistake="not-logits",
 )
 ZERO_TEMPERATURE = N_(
     "Hint: temperature=0 means the argmax; dividing by 0 gives inf and NaN, so "
@@ -123,7 +141,8 @@ ZERO_TEMPERATURE = N_(
 IGNORES_GENERATOR = N_(
     "the draws ignore `generator`: the same generator state must give the same "
     "tokens, and another state other tokens (pass generator= to the sampling "
-    "call)."
+    "call).",
+    mistake="generator",
 )
 
 # --- cross-attention --------------------------------------------------------------

@@ -56,12 +56,14 @@ class Returned(NamedTuple):
 class Raised(NamedTuple):
     """A call of student code that raised: ``kind`` is ``"type"`` (not callable),
     ``"check"`` (a check inside it failed), ``"todo"`` (NotImplementedError) or
-    ``"error"``; ``where`` is the student's line, as a note."""
+    ``"error"``; ``where`` is the student's line, as a note; ``mistakes``, for a
+    check, the keys of the misconceptions its verdict names, comma-separated."""
 
     kind: str
     ename: str = ""
     evalue: str = ""
     where: str = ""
+    mistakes: str = ""
 
 
 Outcome = Returned | Raised

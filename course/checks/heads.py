@@ -24,9 +24,10 @@ SLICE = N_(
 
 COLUMNS = N_(
     "sliced columns: the head lives in rows. Linear stores W as (out, in), "
-    "so head h owns rows h*d:(h+1)*d."
+    "so head h owns rows h*d:(h+1)*d.",
+    mistake="columns",
 )
-OFFSET = N_("took rows [h:h+d]; head h starts at row h*d.")
+OFFSET = N_("took rows [h:h+d]; head h starts at row h*d.", mistake="start")
 
 
 def _head_truth(linear, head, d):
@@ -156,10 +157,11 @@ def _expect_projection(fn, x, linear, *, head, d) -> None:
                 )
             raise
     diagnose = {
-        say("the bias is missing: y = x @ W_h.T + b_h."): x @ W_h.T,
-        say("x @ W_h without .T: Linear stores W as (out, in)."): (x @ W_h + b_h)
-        if W_h.shape[0] == W_h.shape[1]
-        else want * 0 - 1,
+        say("the bias is missing: y = x @ W_h.T + b_h.", mistake="no-bias"): x @ W_h.T,
+        say(
+            "x @ W_h without .T: Linear stores W as (out, in).",
+            mistake="weight-no-transpose",
+        ): (x @ W_h + b_h) if W_h.shape[0] == W_h.shape[1] else want * 0 - 1,
     }
     expect_close(
         got,

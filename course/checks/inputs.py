@@ -28,13 +28,14 @@ def random_batch(rng, vocab: int = 100, token_types: bool = False):
     return ids, types, mask
 
 
-def random_tiny_bert(rng, heads=(1, 2, 3, 4)):
-    """A tiny BERT of random size drawn from ``rng`` (1-3 layers, head size 2-8).
+def random_tiny_bert(rng, heads=(1, 2, 3, 4), fewest_layers: int = 1):
+    """A tiny BERT of random size drawn from ``rng`` (``fewest_layers`` to 3 layers,
+    head size 2-8).
 
     Its hidden size is at least 4: LayerNorm over 2 numbers keeps only which one is
     larger, and that would hide most mistakes made before it.
     """
-    seed, num_layers = rng.randint(0, 999), rng.randint(1, 3)
+    seed, num_layers = rng.randint(0, 999), rng.randint(fewest_layers, 3)
     num_heads = rng.choice(heads)
     from .. import models  # transformers takes seconds to import; 09 never needs it
 

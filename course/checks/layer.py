@@ -47,15 +47,18 @@ def _expect_embeddings(fn, case: Case) -> None:
         diagnose = {
             say(
                 "the position embeddings are missing: add "
-                "position_embeddings(arange(T))."
+                "position_embeddings(arange(T)).",
+                mistake="no-positions",
             ): emb.LayerNorm(w + t),
             say(
                 "the token-type embeddings are missing: add "
-                "token_type_embeddings(token_type_ids)."
+                "token_type_embeddings(token_type_ids).",
+                mistake="no-types",
             ): emb.LayerNorm(w + p),
             say(
                 "the LayerNorm is missing: embeddings = LayerNorm(word + "
-                "position + token type)."
+                "position + token type).",
+                mistake="no-norm",
             ): w + p + t,
         }
     expect_close(
@@ -238,6 +241,7 @@ def _expect_encoder(fn, case: Case) -> None:
         fail(
             "bert_encoder returned {L} tensors; hidden_states has L + 1 "
             "= {count}: the embedding output comes first.",
+            mistake="no-embeddings",
             L=L,
             count=L + 1,
         )
@@ -254,12 +258,20 @@ def _expect_encoder(fn, case: Case) -> None:
             {
                 say(
                     "the attention mask was not passed on: padded tokens are "
-                    "attended to."
+                    "attended to.",
+                    mistake="mask-not-passed",
                 ): unmasked[i]
             }
             if bool((case.mask == 0).any())
             else {}
         )
+        if i >= 2:  # layer i - 1 fed the embeddings, not layer i - 2's output
+            with torch.no_grad():
+                layer = model.encoder.layer[i - 1]
+                fed = layer(case.states[0], attention_mask=case.ext)
+            diagnose[EVERY_LAYER_FED_EMBEDDINGS] = (
+                fed[0] if isinstance(fed, tuple) else fed
+            )
         expect_close(
             g,
             want,
@@ -295,8 +307,9 @@ def bert_encoder_values(fn) -> None:
 
 
 def bert_encoder_random(fn, seed: int) -> None:
-    """Other models, batches, token types and padding."""
-    for case in random_cases(seed):
+    """Other models, batches, token types and padding; two layers at least (with
+    one, an encoder that feeds every layer the embeddings would pass)."""
+    for case in random_cases(seed, fewest_layers=2):
         _expect_encoder(fn, case)
 
 
@@ -307,27 +320,38 @@ BY_HAND = N_(
     "Build it from its parts (Linear, LayerNorm, Embedding modules): calling "
     "the block itself is the shortcut this exercise turns off."
 )
+EVERY_LAYER_FED_EMBEDDINGS = N_(
+    "every layer is fed the embedding output: each layer takes the output of the "
+    "layer before it.",
+    mistake="fed-embeddings",
+)
 PRE_LN = N_(
     "pre-LN instead of post-LN: BERT normalises after adding the residual, "
-    "LayerNorm(x + sublayer(x))."
+    "LayerNorm(x + sublayer(x)).",
+    mistake="pre-ln",
 )
 AFTER_LN = N_(
     "the residual was added after LayerNorm; BERT computes LayerNorm(x + sublayer(x))."
 )
-NO_RESIDUAL = N_("the residual connection is missing: LayerNorm(x + sublayer(x)).")
+NO_RESIDUAL = N_(
+    "the residual connection is missing: LayerNorm(x + sublayer(x)).",
+    mistake="no-residual",
+)
 FF_RESIDUAL = N_(
     "the feed-forward's residual connection is missing: the layer ends with "
     "LayerNorm(a + FF(a)), where a is the attention block's output, not "
     "LayerNorm(FF(a))."
 )
-RELU = N_("ReLU instead of GELU: BERT's feed-forward uses GELU.")
+RELU = N_("ReLU instead of GELU: BERT's feed-forward uses GELU.", mistake="relu")
 TANH_GELU = N_(
     "the tanh approximation of GELU; BERT's 'gelu' is the exact erf form "
-    "(F.gelu(x) with its default)."
+    "(F.gelu(x) with its default).",
+    mistake="tanh-gelu",
 )
 DROPOUT = N_(
     "the result changes from one call to the next: dropout is active. At "
-    "inference dropout is off (eval mode, or training=False)."
+    "inference dropout is off (eval mode, or training=False).",
+    mistake="dropout",
 )
 # Dropout on a tiny tensor often drops nothing, twice: what is left is its 1/(1 - p).
 SCALED = N_(
@@ -398,10 +422,10 @@ def _course_case(padded: bool, layer: int, texts: tuple) -> Case:
     )
 
 
-def random_cases(seed: int, n: int = 3):
+def random_cases(seed: int, n: int = 3, fewest_layers: int = 1):
     rng = random.Random(seed)
     for _ in range(n):
-        model = random_tiny_bert(rng, heads=(1, 2, 4))
+        model = random_tiny_bert(rng, heads=(1, 2, 4), fewest_layers=fewest_layers)
         ids, types, mask = random_batch(rng, token_types=True)
         yield Case(
             model, rng.randrange(model.config.num_hidden_layers), ids, types, mask

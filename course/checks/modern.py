@@ -35,60 +35,83 @@ _equal = torch.equal
 INTERLEAVED = N_(
     "rotated neighbouring pairs (0, 1), (2, 3), ... (the interleaved layout of "
     "GPT-J and RoFormer); ModernBERT pairs feature i with feature i + d/2 "
-    "(rotate_half)."
+    "(rotate_half).",
+    mistake="interleaved",
 )
 BACKWARDS = N_(
-    "rotated the wrong way: the second half gets +x1·sin, the first half -x2·sin."
+    "rotated the wrong way: the second half gets +x1·sin, the first half -x2·sin.",
+    mistake="backwards",
 )
 FREQUENCIES = N_(
     "the frequencies are off: pair i turns by position · base^(-2i/d), for i = 0 "
-    "to d/2 - 1."
+    "to d/2 - 1.",
+    mistake="frequencies",
 )
 NO_POSITIONS = N_(
     "the rotation ignores `positions` (it uses 0, 1, 2, ...): turn each token by "
-    "the position it is given."
+    "the position it is given.",
+    mistake="positions",
 )
 OFF_BY_ONE = N_(
     "the window is off by one: a query sees the keys up to window // 2 positions "
-    "away, that distance included."
+    "away, that distance included.",
+    mistake="window-off-by-one",
 )
 WHOLE_WINDOW = N_(
     "each side sees a whole window: ModernBERT's local_attention is the width of "
-    "the window, window // 2 on each side."
+    "the window, window // 2 on each side.",
+    mistake="whole-window",
 )
 ONE_SIDED = N_(
     "the window looks only back (a causal window); an encoder's window reaches "
-    "window // 2 positions on both sides."
+    "window // 2 positions on both sides.",
+    mistake="one-sided",
 )
-INVERTED = N_("the window mask is inverted: True means may attend.")
+INVERTED = N_(
+    "the window mask is inverted: True means may attend.", mistake="window-inverted"
+)
 TILED = N_(
     "K/V heads repeated in the wrong order (`repeat`/tile gives query head h K/V "
     "head h % H_kv); query heads h·g to h·g + g - 1 share K/V head h: "
-    "repeat_interleave."
+    "repeat_interleave.",
+    mistake="tiled",
 )
-MASK_IGNORED = N_("the mask is ignored: blocked keys must get no weight.")
+MASK_IGNORED = N_(
+    "the mask is ignored: blocked keys must get no weight.", mistake="mask-ignored"
+)
 ROPE_ON_V = N_(
     "the values are rotated too: rotary positions turn only Q and K, so that the "
-    "scores see offsets; V carries content."
+    "scores see offsets; V carries content.",
+    mistake="rope-on-v",
 )
 K_NOT_ROTATED = N_(
     "only Q is rotated: rotate K as well, or the scores see absolute positions of "
-    "the queries alone."
+    "the queries alone.",
+    mistake="k-not-rotated",
 )
 WINDOW_ON_GLOBAL = N_(
     "the window is applied on a global layer: only the layers whose type is "
-    "sliding_attention use it."
+    "sliding_attention use it.",
+    mistake="window-on-global",
 )
 NO_WINDOW = N_(
-    "a sliding_attention layer attends to every key: apply the window mask there."
+    "a sliding_attention layer attends to every key: apply the window mask there.",
+    mistake="no-window",
 )
 WRONG_THETA = N_(
     "the rotary base is the other layer type's: global and local layers rotate "
-    "with their own rope_theta (config.rope_parameters[layer type])."
+    "with their own rope_theta (config.rope_parameters[layer type]).",
+    mistake="theta",
 )
-KV_ONLY_K = N_("counts only K: the cache keeps K and V, two tensors per layer.")
-KV_VALUES = N_("counts values, not bytes: multiply by bytes_per_value.")
-KV_NO_BATCH = N_("forgets the batch: every sequence in the batch has its own cache.")
+KV_ONLY_K = N_(
+    "counts only K: the cache keeps K and V, two tensors per layer.", mistake="only-k"
+)
+KV_VALUES = N_(
+    "counts values, not bytes: multiply by bytes_per_value.", mistake="values"
+)
+KV_NO_BATCH = N_(
+    "forgets the batch: every sequence in the batch has its own cache.", mistake="batch"
+)
 ROTARY_LIB = N_(
     "Rotate by hand: transformers' rotary functions are turned off for this exercise."
 )

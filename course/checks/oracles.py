@@ -34,14 +34,17 @@ from . import call, forbid, random_batch, random_tiny_bert
 
 # Sentences the checks of several notebooks say.
 NO_SCALE = N_(
-    "missing 1/sqrt(d): divide the scores by the square root of the head size."
+    "missing 1/sqrt(d): divide the scores by the square root of the head size.",
+    mistake="no-scale",
 )
 PER_BLOCK = N_(
     "each block of keys is normalised on its own; keep a running max and sum "
-    "across blocks, and rescale what you summed so far when the max grows."
+    "across blocks, and rescale what you summed so far when the max grows.",
+    mistake="per-block",
 )
 FUSED = N_(
-    "Write the blocks by hand: torch's fused attention is turned off for this exercise."
+    "Write the blocks by hand: torch's fused attention is turned off for this exercise.",
+    mistake="fused-shortcut",
 )
 BY_HAND = N_(
     "Compute attention by hand from self_attn.query/key/value: calling the "

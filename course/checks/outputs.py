@@ -57,6 +57,7 @@ def _expect_batch(fn, tokenizer, texts, max_length) -> None:
         fail(
             "input_ids is a {type_name}: ask the tokenizer for PyTorch "
             "tensors (return_tensors='pt').",
+            mistake="lists",
             type_name=type(ids).__name__,
         )
     longest = max(len(s) for s in singles)
@@ -65,6 +66,7 @@ def _expect_batch(fn, tokenizer, texts, max_length) -> None:
         fail(
             "The batch is padded to max_length={max_length}, but it "
             "should be padded only to the longest text ({T} tokens).",
+            mistake="max-padding",
             max_length=max_length,
             T=T,
         )
@@ -154,12 +156,14 @@ def _expect_shapes(fn, model, B: int, T: int) -> None:
         if key == "attentions" and value == (B, D, T, T):
             fail(
                 "attentions has D where H goes: one (T, T) map per head, "
-                "so (B, H, T, T)."
+                "so (B, H, T, T).",
+                mistake="attentions-d",
             )
         if key == "num_hidden_states" and value == want - 1:
             fail(
                 "hidden_states has one entry per layer plus the "
-                "embedding output: L + 1."
+                "embedding output: L + 1.",
+                mistake="count",
             )
         if key in ("last_hidden_state", "hidden_states") and value == (B, T, H):
             fail("{key} has H where D goes: (B, T, D).", key=key)
@@ -207,15 +211,19 @@ def _expect_pooler(fn, model, ids) -> None:
     )
     first = last[:, 0]
     diagnose = {
-        say("the tanh is missing: pooler = tanh(dense(h_[CLS]))."): dense(first),
         say(
-            "it pools the mean token; BERT's pooler takes the first token, [CLS]."
+            "the tanh is missing: pooler = tanh(dense(h_[CLS])).", mistake="no-tanh"
+        ): dense(first),
+        say(
+            "it pools the mean token; BERT's pooler takes the first token, [CLS].",
+            mistake="mean",
         ): torch.tanh(dense(last.mean(1))),
         say("it skips the dense layer: pooler = tanh(dense(h_[CLS]))."): torch.tanh(
             first
         ),
         say(
-            "it takes the last token; BERT's pooler takes the first, [CLS]."
+            "it takes the last token; BERT's pooler takes the first, [CLS].",
+            mistake="last-token",
         ): torch.tanh(dense(last[:, -1])),
     }
     expect_close(

@@ -18,7 +18,8 @@ from . import SAMPLE_TEXTS, call, expect_close, fail
 
 TRANSPOSED = N_(
     "the heatmap is transposed: rows (y axis) are queries and columns (x "
-    "axis) are keys, so draw probs itself (imshow(probs))."
+    "axis) are keys, so draw probs itself (imshow(probs)).",
+    mistake="heatmap-transposed",
 )
 
 
@@ -82,7 +83,8 @@ def _expect_heatmap(fn, probs, tokens, given_ax: bool) -> None:
     if given_ax and not got["on_given"]:
         fail(
             "attention_heatmap was given an Axes (ax=...) but drew "
-            "elsewhere: draw on the ax you are given."
+            "elsewhere: draw on the ax you are given.",
+            mistake="other-axes",
         )
     if got["image"] is None:
         fail("attention_heatmap drew no image: use ax.imshow(probs).")
@@ -148,9 +150,14 @@ def _expect_top(fn, probs, tokens, *, q: int, k: int) -> None:
         return
     col = sorted(range(len(tokens)), key=lambda j: (-float(probs[j, q]), j))
     if got == [tokens[j] for j in col[:k]]:
-        fail("top_attended read the column: what query i attends to is row i of probs.")
+        fail(
+            "top_attended read the column: what query i attends to is row i of probs.",
+            mistake="column",
+        )
     if got == list(reversed(want)) or got == [tokens[j] for j in order[::-1][:k]]:
-        fail("top_attended is in the wrong order: most attended first.")
+        fail(
+            "top_attended is in the wrong order: most attended first.", mistake="order"
+        )
     fail(
         "top_attended(probs, tokens, {q}, {k}) should be {want}, not {got}.",
         q=q,
@@ -207,7 +214,8 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
     }:
         fail(
             "previous_token_heads looked at the next token (offset +1); "
-            "the previous token of query i is key i - 1 (offset -1)."
+            "the previous token of query i is key i - 1 (offset -1).",
+            mistake="next",
         )
     same = [
         torch.diagonal(a.double(), dim1=-2, dim2=-1).mean(dim=(0, 2))
@@ -218,7 +226,8 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
     }:
         fail(
             "previous_token_heads looked at the diagonal (each token "
-            "itself); the previous token is one below it (offset -1)."
+            "itself); the previous token is one below it (offset -1).",
+            mistake="diagonal",
         )
     fail(
         "previous_token_heads found {got_set}, but the heads whose mean "

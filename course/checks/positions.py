@@ -77,16 +77,19 @@ def _expect_pe(fn, max_len: int, d_model: int) -> None:
         max_len, 2 * n
     )
     diagnose = {
-        say("sin and cos are swapped: even columns are sin, odd columns cos."): swapped[
-            :, :d_model
-        ],
+        say(
+            "sin and cos are swapped: even columns are sin, odd columns cos.",
+            mistake="sin-cos-swapped",
+        ): swapped[:, :d_model],
         say(
             "sin and cos are concatenated (all sin, then all cos); they "
-            "alternate: column 2i is sin, 2i+1 is cos."
+            "alternate: column 2i is sin, 2i+1 is cos.",
+            mistake="concatenated",
         ): torch.cat([sin, cos], -1),
         say(
             "the frequency uses the column index j; it uses 2i, the same for "
-            "columns 2i and 2i+1: 10000^(-2i/d)."
+            "columns 2i and 2i+1: 10000^(-2i/d).",
+            mistake="frequency",
         ): torch.where(idx % 2 == 0, angle.sin(), angle.cos()),
     }
     expect_close(
@@ -166,6 +169,7 @@ def _expect_perm(fn, layer, hidden, perm, *, truth: bool, what: str) -> None:
                 "permutation_check said False for {what}, whose outputs "
                 "agree up to float rounding: compare with a tolerance "
                 "(torch.allclose); reordering tokens reorders float sums.",
+                mistake="exact",
                 what=what,
             )
         fail(
@@ -272,7 +276,8 @@ def permutation_check_random(fn, seed: int) -> None:
 _sdpa = F.scaled_dot_product_attention
 SWAPPED = N_(
     "the causal mask is upper/lower swapped: query i may attend keys j <= i, "
-    "the lower triangle (True on and below the diagonal)."
+    "the lower triangle (True on and below the diagonal).",
+    mistake="causal-upper-lower",
 )
 
 CAUSAL = N_(
@@ -293,12 +298,14 @@ def _expect_causal(fn, T: int) -> None:
         fail(SWAPPED)
     if equal(got, i[:, None] > i[None, :]):
         fail(
-            "the diagonal is masked: a token may attend to itself (j <= i, not j < i)."
+            "the diagonal is masked: a token may attend to itself (j <= i, not j < i).",
+            mistake="no-diagonal",
         )
     if equal(got, ~want):
         fail(
             "True and False are the wrong way round: True means the "
-            "query may attend that key."
+            "query may attend that key.",
+            mistake="causal-inverted",
         )
     fail("causal_mask({T}) is not the lower triangle (True where key <= query).", T=T)
 
@@ -343,15 +350,18 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
         SWAPPED: torch.softmax(s.masked_fill(~tril.T, float("-inf")), -1),
         say(
             "the mask was applied after the softmax: rows no longer sum to "
-            "1. Mask the scores (-inf) before the softmax."
+            "1. Mask the scores (-inf) before the softmax.",
+            mistake="after-softmax",
         ): torch.softmax(s, -1) * tril,
         say(
-            "missing 1/sqrt(d): divide the scores by the square root of the head size."
+            "missing 1/sqrt(d): divide the scores by the square root of the head size.",
+            mistake="no-scale",
         ): torch.softmax(
             (s * math.sqrt(Q.shape[-1])).masked_fill(~tril, float("-inf")), -1
         ),
         say(
-            "the causal mask is missing: query i must not see keys after i."
+            "the causal mask is missing: query i must not see keys after i.",
+            mistake="causal-missing",
         ): torch.softmax(s, -1),
     }
     if part in ("probs", "all"):

@@ -34,14 +34,23 @@ from .oracles import sample_qk
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
 
-WRONG_DIM = N_("rows do not sum to 1 — softmax over the key dim (-1), not dim 0.")
+WRONG_DIM = N_(
+    "rows do not sum to 1 — softmax over the key dim (-1), not dim 0.",
+    mistake="wrong-dim",
+)
 ROWS_DIM = N_(
     "it normalises over dim -2 (the queries); each query's weights over the "
-    "keys (dim -1) must sum to 1."
+    "keys (dim -1) must sum to 1.",
+    mistake="query-dim",
+)
+LAST_DIM = N_(
+    "it always normalises over the last dim: reduce along the `dim` it is given.",
+    mistake="fixed-dim",
 )
 BY_HAND = N_(
     "Write softmax by hand with exp and sum: torch's softmax functions are "
-    "turned off for this exercise."
+    "turned off for this exercise.",
+    mistake="softmax-shortcut",
 )
 
 
@@ -55,6 +64,7 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
             "softmax(x, dim={dim}) gives NaN/inf on scores as large as "
             "{largest:.0f}: exp overflows. Subtract the max along dim "
             "first (it does not change the result).",
+            mistake="overflow",
             dim=dim,
             largest=x.abs().max(),
         )
@@ -64,6 +74,8 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
         diagnose[WRONG_DIM] = _softmax(x.double(), 0)
     if x.dim() > 1 and dim % x.dim() == x.dim() - 1:
         diagnose[ROWS_DIM] = _softmax(x.double(), -2)
+    if x.dim() > 1 and dim % x.dim() != x.dim() - 1:
+        diagnose[LAST_DIM] = _softmax(x.double(), -1)
     expect_close(
         got,
         want,
@@ -99,6 +111,8 @@ def softmax_random(fn, seed: int) -> None:
     for i in range(6):  # each scale twice; every other draw: a matrix over dim -1
         if i % 2 == 0:
             shape, dim = [rng.randint(2, 5) for _ in range(rng.randint(2, 4))], -1
+        elif i == 1:  # a dim before the last, longer than 1: a fixed dim -1 shows
+            shape, dim = [rng.randint(2, 5) for _ in range(3)], rng.choice([0, 1, -2])
         else:
             shape = [rng.randint(1, 5) for _ in range(rng.randint(1, 4))]
             dim = rng.randrange(-len(shape), len(shape))
@@ -206,9 +220,12 @@ def _diagnose_scores(Q, K, s) -> dict:
     of ``Q`` and ``K``: its message -> its scores."""
     d = Q.shape[-1]
     out = {
-        say("missing 1/sqrt(d): divide Q K^T by the square root of the head size."): s
-        * math.sqrt(d),
-        say("it divides by d; the scale is 1/sqrt(d)."): s / math.sqrt(d),
+        say(
+            "missing 1/sqrt(d): divide Q K^T by the square root of the head size.",
+            mistake="no-scale-qk",
+        ): s * math.sqrt(d),
+        say("it divides by d; the scale is 1/sqrt(d).", mistake="by-d"): s
+        / math.sqrt(d),
     }
     if Q.dim() == 4:
         D = Q.shape[1] * d
@@ -222,7 +239,8 @@ def _diagnose_scores(Q, K, s) -> dict:
         out[
             say(
                 "the scores are transposed (K Q^T): row i must hold query "
-                "i's scores against every key."
+                "i's scores against every key.",
+                mistake="scores-transposed",
             )
         ] = s.transpose(-1, -2)
     return out
@@ -310,7 +328,8 @@ def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
     if again != (unscaled, scaled):
         fail(
             "dot_product_std gives different numbers for the same seed: "
-            "seed a torch.Generator (or torch.manual_seed) with it."
+            "seed a torch.Generator (or torch.manual_seed) with it.",
+            mistake="std-unseeded",
         )
     tol = 5 * math.sqrt(2 / n)  # relative standard error of a sample std, with margin
     if abs(unscaled / math.sqrt(d_k) - 1) > tol:
@@ -326,6 +345,7 @@ def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
         fail(
             "scaled_std for d_k={d_k} is {scaled:.3g} = 1/sqrt(d_k): it "
             "divides by d_k; divide q·k by sqrt(d_k).",
+            mistake="std-by-d",
             d_k=d_k,
             scaled=scaled,
         )

@@ -19,15 +19,18 @@ from .oracles import sample_qk
 
 NO_TRANSPOSE = N_(
     "view(B, H, T, d) without a transpose mixes heads: split the last dim "
-    "into (H, d) first, then swap T and H."
+    "into (H, d) first, then swap T and H.",
+    mistake="split-no-transpose",
 )
 WRONG_AXIS = N_(
     "the last dim was split as (d, H) instead of (H, d): head h owns the "
-    "contiguous block h*d:(h+1)*d."
+    "contiguous block h*d:(h+1)*d.",
+    mistake="d-h",
 )
 MERGE_ORDER = N_(
     "reshaping (B, H, T, d) straight to (B, T, D) mixes tokens and heads: "
-    "transpose back to (B, T, H, d) first."
+    "transpose back to (B, T, H, d) first.",
+    mistake="merge-no-transpose",
 )
 
 
@@ -60,7 +63,8 @@ def _expect_split_shape(got, *, B: int, T: int, H: int, d: int) -> None:
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T, H, d) and T != H:
         fail(
             "split_heads returned (B, T, H, d): also move the head dim "
-            "before T, giving (B, H, T, d)."
+            "before T, giving (B, H, T, d).",
+            mistake="no-swap",
         )
     expect_shape(
         got,

@@ -25,7 +25,8 @@ from .oracles import NO_SCALE
 
 BUILD = N_(
     "Build attention from your own projections: torch's MultiheadAttention "
-    "and fused attention are turned off while your module runs."
+    "and fused attention are turned off while your module runs.",
+    mistake="module-shortcut",
 )
 
 
@@ -181,12 +182,14 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
     if norm_first:
         hint = say(
             "with norm_first=True, LayerNorm comes before each sublayer: x + "
-            "attn(norm1(x)), then x + ff(norm2(x)) (pre-LN)."
+            "attn(norm1(x)), then x + ff(norm2(x)) (pre-LN).",
+            mistake="norm-first",
         )
     else:
         hint = say(
             "with norm_first=False, LayerNorm comes after each residual: "
-            "norm1(x + attn(x)), then norm2(x + ff(x)) (post-LN)."
+            "norm1(x + attn(x)), then norm2(x + ff(x)) (post-LN).",
+            mistake="post-ln",
         )
     expect_close(
         got,
@@ -233,16 +236,21 @@ def block_random(cls, seed: int) -> None:
 # --- what the checks compare against: torch's modules with the student's weights ------
 
 
-INVERTED = N_("the mask is inverted: True means the query may attend that key.")
+INVERTED = N_(
+    "the mask is inverted: True means the query may attend that key.",
+    mistake="mask-inverted",
+)
 UNMERGED = N_(
     "the heads were merged without the transpose: (B, H, T, d) reshaped "
     "straight to (B, T, H*d) mixes tokens and heads. Transpose to (B, T, H, d) "
-    "first, then reshape."
+    "first, then reshape.",
+    mistake="merge",
 )
 FF_RESIDUAL = N_(
     "the feed-forward's residual is missing: with norm_first=False the block "
     "ends norm2(h + ff(h)), with norm_first=True h + ff(norm2(h)), where h is "
-    "what the attention sublayer gave."
+    "what the attention sublayer gave.",
+    mistake="ff-residual",
 )
 
 
@@ -411,7 +419,8 @@ def train_with_positions(fn) -> None:
         fail(
             "The training loss became NaN. A causal mask read the wrong "
             "way round leaves the last query nothing to attend (11), and "
-            "softmax of a row of -inf is NaN; True must mean may attend."
+            "softmax of a row of -inf is NaN; True must mean may attend.",
+            mistake="nan",
         )
     acc = _held_out_accuracy(model, 0)
     if acc < WITH_POSITIONS:
@@ -420,6 +429,7 @@ def train_with_positions(fn) -> None:
             "should reach {limit:.2f}. Check that the positions are added, the "
             "mask is causal (True on and below the diagonal), and the "
             "run is the one asked for (Adam, lr 5e-3, 100 steps of 32).",
+            mistake="low-accuracy",
             acc=acc,
             limit=WITH_POSITIONS,
         )
@@ -448,7 +458,8 @@ def train_deterministic(fn, seed: int) -> None:
     if list(map(repr, first["loss"])) != list(map(repr, again["loss"])):
         fail(
             "Two runs with the same seed give different losses: seed "
-            "torch (and every generator) from `seed`."
+            "torch (and every generator) from `seed`.",
+            mistake="loss-unseeded",
         )
 
 
@@ -466,11 +477,15 @@ def _expect_memory(fn, *, B, H, T, nbytes) -> None:
     if got == want:
         return
     if got == B * T * T * nbytes:
-        fail("attention_memory forgot the heads: every head has its own (T, T) matrix.")
+        fail(
+            "attention_memory forgot the heads: every head has its own (T, T) matrix.",
+            mistake="no-heads",
+        )
     if got == B * H * T * nbytes:
         fail(
             "attention_memory grows linearly in T; the attention matrix "
-            "is (T, T), so it grows with T^2."
+            "is (T, T), so it grows with T^2.",
+            mistake="linear",
         )
     fail(
         "attention_memory({B}, {H}, {T}, {nbytes}) is {got}; a (B, H, T, "

@@ -28,6 +28,8 @@ from nbgrader.preprocessors.clearhiddentests import ClearHiddenTests
 from nbgrader.preprocessors.clearmarkingscheme import ClearMarkScheme
 from nbgrader.preprocessors.clearsolutions import ClearSolutions
 
+from ..i18n import with_keys
+
 COMMENT = "### "  # the course's comment mark before each of nbgrader's markers
 
 
@@ -154,14 +156,20 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
     )
 
 
+#: A graded test cell's metadata: the keys of the misconceptions its verdict names.
+MISTAKES = "course_mistakes"
+
+
 def error_messages(path: Path) -> dict[str, str]:
-    """``{grade_id: error text}`` for each cell of an executed notebook that failed."""
+    """``{grade_id: error text}`` for each cell of an executed notebook that failed;
+    each text names the misconceptions its verdict named
+    (:func:`course.i18n.mistakes_of`, from the cell's :data:`MISTAKES`)."""
     nb = json.loads(Path(path).read_text("utf-8"))
     out = {}
     for cell in nb["cells"]:
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         if grade_id(cell) and errors:
-            out[grade_id(cell)] = "\n".join(
-                f"{e['ename']}: {e['evalue']}" for e in errors
-            )
+            text = "\n".join(f"{e['ename']}: {e['evalue']}" for e in errors)
+            keys = cell.get("metadata", {}).get(MISTAKES, [])
+            out[grade_id(cell)] = with_keys(text, keys)
     return out

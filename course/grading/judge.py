@@ -39,9 +39,10 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool
 
 from ..checks import CheckFailed, evidence
-from ..i18n import say
+from ..i18n import N_, say
 from .cells import (
     HIDDEN,
+    MISTAKES,
     SEED,
     error_output,
     grade_id,
@@ -51,10 +52,16 @@ from .cells import (
     is_test,
 )
 from .cells import exercise as exercise_of
-from .enames import DEAF, KERNEL_DIED, NOT_RUN, UNREPLAYABLE
+from .enames import DEAF, KERNEL_DIED, NOT_RUN, TAMPERED, UNREPLAYABLE
 from .scan import parse, read
 
 GRADER_FAULTS = {KERNEL_DIED, DEAF, NOT_RUN}
+#: A test cell whose replayed check left a record unused: a call's record comes from
+#: its check alone, so the answer's own code published that one.
+FORGED = N_(
+    "this test cell holds a result its check never asked for, published by the "
+    "answer's own code: the test earns 0 and is flagged for your instructor to review"
+)
 
 
 class DrawSeeds(NbGraderPreprocessor):
@@ -202,8 +209,11 @@ def verdict(
     cell: NotebookNode, modules: dict, raised: dict[str, str] | None = None
 ) -> tuple[list, str]:
     """``(outputs, log line)`` for one test cell, decided from its evidence
-    (``raised``: :func:`raised_before_defining`, to say why a name is missing)."""
+    (``raised``: :func:`raised_before_defining`, to say why a name is missing).
+    The keys of the misconceptions a failed check named go in the cell's metadata
+    (:data:`~course.grading.cells.MISTAKES`)."""
     printed = io.StringIO()
+    cell.get("metadata", {}).pop(MISTAKES, None)
     try:
         calls = planned_calls(cell.source, modules)
     except (ValueError, SyntaxError, AttributeError) as err:
@@ -218,6 +228,8 @@ def verdict(
                     log.undo()  # what the student's calls changed ends with the check
         except CheckFailed as err:
             failed = error_output("CheckFailed", str(err))
+            if err.mistakes:
+                cell.setdefault("metadata", NotebookNode())[MISTAKES] = [*err.mistakes]
         except evidence.Missing as err:
             failed = _kernel_error(cell, raised) or error_output(
                 "CheckFailed",
@@ -231,6 +243,8 @@ def verdict(
                     type_name=type(err).__name__,
                 ),
             )
+    if failed is None and log.pos < len(log.records):
+        failed = error_output(TAMPERED, say(FORGED))
     outputs = []
     if printed.getvalue():
         outputs.append(
