@@ -192,6 +192,8 @@ def _mask_added(scores, mask):
     [
         (A, "softmax", _no_keepdim, [(2, 3, 4)], "broadcast"),
         (A, "attention_scores", lambda Q, K: Q @ K.T, [(2, 3, 4, 5)] * 2, "broadcast"),
+        (A, "attention_scores", lambda Q, K: torch.bmm(Q, K.mT), [(3, 4)] * 2, "bmm-3d"),
+        ("03_head_slicing", "project_head", lambda x, W: torch.einsum("td,ed->te", x, W), [(2, 3, 4), (5, 4)], "einsum-no-ellipsis"),
         ("07_full_layer", "attention_block", _mask_added, [(2, 3, 4, 4), "mask"], "mask-dims"),
         ("09_build_a_transformer", "MultiHeadSelfAttention", _mask_added, [(2, 3, 4, 4), "mask"], "mask-dims"),
     ],

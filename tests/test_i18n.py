@@ -223,6 +223,8 @@ ENGLISH_KEYS = {  # matched against torch's messages, which are English
     "view size is not compatible",
     "must match the size of tensor b",
     "cannot be multiplied",
+    "must be a 3D tensor",
+    "no ellipsis was given",
 }
 #: Modules of course/grading that write no sentence a student reads (each covered
 #: module's f-strings count too: there a verdict is often a verb and a name).

@@ -68,6 +68,17 @@ HINTS = {
         "where .transpose(-2, -1) swaps the last two.",
         mistake="broadcast",
     ),
+    "must be a 3D tensor": N_(
+        " Hint: torch.bmm takes 3-D tensors only; @ (torch.matmul) broadcasts over "
+        "any leading dims: (T, d), (B, T, d) and (B, H, T, d) alike.",
+        mistake="bmm-3d",
+    ),
+    "no ellipsis was given": N_(
+        " Hint: this einsum names every dim, so it fits one number of dims only; "
+        'write the leading dims as ... ("...td,ed->...te") so that batch dims pass '
+        "through.",
+        mistake="einsum-no-ellipsis",
+    ),
     "cannot be multiplied": N_(
         " Hint: check which side needs a transpose; nn.Linear stores its "
         "weight as (out_features, in_features)."

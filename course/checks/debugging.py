@@ -26,7 +26,7 @@ from . import (
     is_close,
 )
 from .compare import expect_bool_mask, fail_mistaken
-from .oracles import course_case, random_cases
+from .oracles import LAST_DIM, course_case, random_cases
 
 KEYS_INVERTED = N_(
     "the mask is inverted: it is True at the padding. attention_mask is 1 at "
@@ -255,6 +255,8 @@ def _expect_masked(fn, scores, mask, dim: int = -1) -> None:
         return  # computed in float32, as the task allows (and the float16 fix does)
     s = scores.double().masked_fill(full, -math.inf)
     wrong = {INVERTED: torch.nan_to_num(_softmax(s, dim))}
+    if dim % scores.dim() != scores.dim() - 1:
+        wrong[LAST_DIM] = masked_oracle(scores, mask, -1)
     expect_close(got, want, name, atol=tol, rtol=tol, diagnose=wrong, what="torch")
 
 

@@ -61,6 +61,9 @@ def _expect_embeddings(fn, case: Case) -> None:
                 mistake="no-norm",
             ): w + p + t,
         }
+        if T < emb.position_embeddings.num_embeddings:  # positions 1..T exist
+            shifted = emb.position_embeddings.weight[1 : T + 1]
+            diagnose[POSITIONS_FROM_1] = emb.LayerNorm(w + shifted + t)
     expect_close(
         got,
         want,
@@ -319,6 +322,10 @@ def bert_encoder_random(fn, seed: int) -> None:
 BY_HAND = N_(
     "Build it from its parts (Linear, LayerNorm, Embedding modules): calling "
     "the block itself is the shortcut this exercise turns off."
+)
+POSITIONS_FROM_1 = N_(
+    "the positions start at 1: BERT's position ids are arange(T), from 0.",
+    mistake="positions-from-1",
 )
 EVERY_LAYER_FED_EMBEDDINGS = N_(
     "every layer is fed the embedding output: each layer takes the output of the "

@@ -32,6 +32,11 @@ from .oracles import NO_SCALE, additive_mask, eager_attention
 _Tensor = torch.Tensor  # taken at import, before any student code runs
 _equal = torch.equal
 
+FIXED_BASE = N_(
+    "it ignores `base`: it rotates with 10000 whatever base it is given (ModernBERT's "
+    "global and local layers use different bases).",
+    mistake="fixed-base",
+)
 INTERLEAVED = N_(
     "rotated neighbouring pairs (0, 1), (2, 3), ... (the interleaved layout of "
     "GPT-J and RoFormer); ModernBERT pairs feature i with feature i + d/2 "
@@ -195,6 +200,8 @@ def _expect_rotary(fn, x: _Tensor, positions: _Tensor, base: float) -> None:
     }
     if not _equal(positions, torch.arange(T)):
         diagnose[NO_POSITIONS] = _rotated(x, torch.arange(T), base)
+    if base != 10000.0:
+        diagnose[FIXED_BASE] = _rotated(x, positions, 10000.0)
     expect_close(
         got,
         _rotated(x, positions, base),

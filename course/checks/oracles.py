@@ -46,6 +46,12 @@ FUSED = N_(
     "Write the blocks by hand: torch's fused attention is turned off for this exercise.",
     mistake="fused-shortcut",
 )
+#: A softmax (or masked softmax) that reduces over the last dim whatever ``dim`` it
+#: is given.
+LAST_DIM = N_(
+    "it always normalises over the last dim: reduce along the `dim` it is given.",
+    mistake="fixed-dim",
+)
 BY_HAND = N_(
     "Compute attention by hand from self_attn.query/key/value: calling the "
     "attention module (or torch's fused attention) is the shortcut this "

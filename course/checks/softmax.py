@@ -30,7 +30,7 @@ from . import (
     softmax_forbidden,
 )
 from .compare import fail_mistaken
-from .oracles import sample_qk
+from .oracles import LAST_DIM, sample_qk
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
 
@@ -42,10 +42,6 @@ ROWS_DIM = N_(
     "it normalises over dim -2 (the queries); each query's weights over the "
     "keys (dim -1) must sum to 1.",
     mistake="query-dim",
-)
-LAST_DIM = N_(
-    "it always normalises over the last dim: reduce along the `dim` it is given.",
-    mistake="fixed-dim",
 )
 BY_HAND = N_(
     "Write softmax by hand with exp and sum: torch's softmax functions are "
@@ -332,6 +328,14 @@ def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
             mistake="std-unseeded",
         )
     tol = 5 * math.sqrt(2 / n)  # relative standard error of a sample std, with margin
+    if d_k > 1 and abs(unscaled / d_k - 1) < 2 * tol and abs(scaled - 1) < 2 * tol:
+        fail(
+            "dot_product_std for d_k={d_k} gives {unscaled:.3g}, about d_k: that is "
+            "the variance (the std squared); return the standard deviation.",
+            mistake="variance",
+            d_k=d_k,
+            unscaled=unscaled,
+        )
     if abs(unscaled / math.sqrt(d_k) - 1) > tol:
         fail(
             "unscaled_std for d_k={d_k} is {unscaled:.3g}; the dot "

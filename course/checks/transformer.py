@@ -175,10 +175,13 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
     sizes = {"d_model": d_model, "heads": heads, "d_ff": d_ff}
     ref = _reference_layer(block, **sizes, norm_first=norm_first)
     other = _reference_layer(block, **sizes, norm_first=not norm_first)
+    one_norm = _reference_layer(block, **sizes, norm_first=norm_first)
     with torch.no_grad():
         want = ref(x, src_mask=_torch_mask(mask, heads))
         wrong = other(x, src_mask=_torch_mask(mask, heads))
         no_ff_residual = _without_ff_residual(ref, x, _torch_mask(mask, heads))
+        one_norm.norm2.load_state_dict(block.norm1.state_dict())
+        norm1_twice = one_norm(x, src_mask=_torch_mask(mask, heads))
     if norm_first:
         hint = say(
             "with norm_first=True, LayerNorm comes before each sublayer: x + "
@@ -195,11 +198,16 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
         got,
         want,
         f"EncoderBlock(norm_first={norm_first})(x)",
-        diagnose={hint: wrong, FF_RESIDUAL: no_ff_residual},
+        diagnose={hint: wrong, FF_RESIDUAL: no_ff_residual, NORM1_TWICE: norm1_twice},
         what=say("torch.nn.TransformerEncoderLayer with your weights"),
     )
 
 
+NORM1_TWICE = N_(
+    "norm1 is used for both sublayers: the feed-forward's LayerNorm is norm2, with "
+    "weights of its own.",
+    mistake="norm1-twice",
+)
 _BLOCK = {"d_model": 32, "heads": 4, "d_ff": 64, "B": 2, "T": 5}  # the visible tests'
 
 
