@@ -157,6 +157,12 @@ def _ext(fn, mask, dtype):
             "over heads and queries; make it (B, 1, 1, T).",
             mistake="mask-2d",
         )
+    if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, 1, T, 1) and T > 1:
+        fail(
+            "extended_mask returned (B, 1, T, 1): the padding runs along the "
+            "queries; it must run along the keys, the last dim: (B, 1, 1, T).",
+            mistake="mask-query-axis",
+        )
     hint = say("It is added to scores of shape (B, H, T, T).")
     return expect_shape(got, (B, 1, 1, T), "extended_mask", hint)
 

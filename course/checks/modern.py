@@ -253,7 +253,10 @@ def rotary_random(fn, seed: int) -> None:
         d = rng.choice([6, 8, 20, 64] if case == 0 else [2, 6, 8, 20, 64])
         T = rng.randint(2, 11)
         lead = rng.choice([(), (2,), (1, 3), (2, 2)])
-        base = rng.choice([100.0, 10000.0, 160000.0])
+        # the first case's base is not 10000: one that ignores `base` shows there
+        base = rng.choice(
+            [100.0, 160000.0] if case == 0 else [100.0, 10000.0, 160000.0]
+        )
         start = rng.randint(1, 40)
         positions = torch.arange(start, start + 3 * T, 3)[
             torch.randperm(T, generator=gen)

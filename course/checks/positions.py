@@ -21,6 +21,17 @@ from . import call, equal, expect_close, expect_shape, fail, forbid
 from .calls import call_naming
 from .compare import expect_bool_mask
 
+POSITIONS_FROM_1 = N_(
+    "the positions start at 1: row p must encode position p, so the first row is "
+    "position 0 (sin 0 = 0, cos 0 = 1).",
+    mistake="pe-from-1",
+)
+BY_LENGTH = N_(
+    "the scores are divided by sqrt(T), the sequence length; the scale is "
+    "1/sqrt(d), d the head size (the last dim of Q).",
+    mistake="scaled-by-length",
+)
+
 
 def sinusoid_oracle(max_len: int, d_model: int) -> torch.Tensor:
     """PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = 10000^(-2i/d)."""
@@ -66,6 +77,7 @@ def _expect_pe(fn, max_len: int, d_model: int) -> None:
         say("(max_len, d_model)."),
     )
     sin, cos = want[:, 0::2], want[:, 1::2]  # (max_len, ceil(d/2)), (.., d//2)
+    from_1 = sinusoid_oracle(max_len + 1, d_model)[1:]  # positions 1..max_len
     n = (d_model + 1) // 2  # frequencies; an odd width drops the last cos
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     w = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
@@ -91,6 +103,7 @@ def _expect_pe(fn, max_len: int, d_model: int) -> None:
             "columns 2i and 2i+1: 10000^(-2i/d).",
             mistake="frequency",
         ): torch.where(idx % 2 == 0, angle.sin(), angle.cos()),
+        POSITIONS_FROM_1: from_1,
     }
     expect_close(
         got,
@@ -110,6 +123,7 @@ def sinusoidal_shape(fn) -> None:
         got[0],
         sinusoid_oracle(1, 16)[0],
         say("row 0 (position 0)"),
+        diagnose={POSITIONS_FROM_1: sinusoid_oracle(2, 16)[1]},
         what=say("sin(0) = 0, cos(0) = 1"),
     )
 
@@ -364,6 +378,9 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
             mistake="causal-missing",
         ): torch.softmax(s, -1),
     }
+    if T != Q.shape[-1]:  # scaled by the sequence length T, not the head size d
+        by_T = s * math.sqrt(Q.shape[-1]) / math.sqrt(T)
+        diagnose[BY_LENGTH] = torch.softmax(by_T.masked_fill(~tril, float("-inf")), -1)
     if part in ("probs", "all"):
         expect_close(
             probs,

@@ -369,6 +369,7 @@ def dot_product_std_values(fn) -> None:
 
 
 def dot_product_std_random(fn, seed: int) -> None:
-    """Other head sizes and seeds, reproducible per seed."""
-    for d_k in (1, 5, 32, 300):
+    """Other head sizes and seeds, reproducible per seed (d_k = 1 last: there a
+    variance and a standard deviation are both 1)."""
+    for d_k in (5, 32, 300, 1):
         _expect_std(fn, d_k, 20000, seed + d_k)

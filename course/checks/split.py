@@ -34,6 +34,13 @@ MERGE_ORDER = N_(
 )
 
 
+MERGE_D_H = N_(
+    "the features were laid out as (d, H), a head's features interleaved with the "
+    "others': permute to (B, T, H, d) before flattening.",
+    mistake="merge-d-h",
+)
+
+
 def _by_blocks(x: torch.Tensor, H: int) -> torch.Tensor:
     """(B, T, D) -> (B, H, T, d) by taking each head's feature block."""
     d = x.shape[-1] // H
@@ -66,6 +73,12 @@ def _expect_split_shape(got, *, B: int, T: int, H: int, d: int) -> None:
             "before T, giving (B, H, T, d).",
             mistake="no-swap",
         )
+    if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T, d, H) and d != H:
+        fail(
+            "split_heads returned (B, T, d, H): after view(B, T, H, d), swap T and "
+            "H (transpose(1, 2)), not the last two dims.",
+            mistake="last-two-swapped",
+        )
     expect_shape(
         got,
         (B, H, T, d),
@@ -81,7 +94,10 @@ def _expect_merge(fn, heads: torch.Tensor) -> None:
     if isinstance(got, torch.Tensor) and got.shape == heads.shape:
         fail("merge_heads returned its input's shape; it should give (B, T, H*d).")
     expect_shape(got, (B, T, H * d), "merge_heads(x)")
-    diagnose = {MERGE_ORDER: heads.reshape(B, T, H * d)}
+    diagnose = {
+        MERGE_ORDER: heads.reshape(B, T, H * d),
+        MERGE_D_H: heads.permute(0, 2, 3, 1).reshape(B, T, H * d),
+    }
     expect_close(
         got,
         want,
@@ -161,7 +177,10 @@ def merge_heads_values(fn) -> None:
             got,
             q,
             "merge_heads(queries)",
-            diagnose={MERGE_ORDER: nv.reshape(B, T, H * d)},
+            diagnose={
+                MERGE_ORDER: nv.reshape(B, T, H * d),
+                MERGE_D_H: nv.permute(0, 2, 3, 1).reshape(B, T, H * d),
+            },
             what=say("the query layer's output"),
         )
 
