@@ -308,7 +308,9 @@ def masked_softmax_random(fn, seed: int) -> None:
         mask_shape = list(shape)
         mask_shape[rng.randrange(len(shape) - 2)] = 1  # broadcast over a batch dim
         mask = torch.rand(mask_shape, generator=gen) < 0.6
-        dim = len(shape) - 2 if i == 1 else rng.choice([-1, -1, len(shape) - 2])
+        dim = rng.choice([-1, -1, len(shape) - 2])
+        if i == 2:  # plain scores over a dim before the last: a fixed dim -1 shows
+            dtype, scale, dim = torch.float32, 3.0, len(shape) - 2
         if i < 2:  # a first row with nothing allowed, a last one with something
             index, other = [slice(None)] * mask.dim(), -2 if dim == -1 else -1
             index[other] = 0
