@@ -212,8 +212,14 @@ def marked_sentences(source: str) -> list[tuple[int, str]]:
     whose first argument is a string, however deep inside other calls it is
     (Babel's extractor misses one inside another call's arguments:
     ``fail(with_hint(say("..."), hint))``)."""
+    return [(call.lineno, call.args[0].value) for call in _marking_calls(source)]
+
+
+def _marking_calls(source: str) -> list[ast.Call]:
+    """Every call of :data:`VERDICT_KEYWORDS` in ``source`` whose first argument is
+    a string."""
     return [
-        (node.lineno, node.args[0].value)
+        node
         for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.Call)
         and _called(node) in VERDICT_KEYWORDS
@@ -235,17 +241,10 @@ def declared_mistakes() -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for path in verdict_files():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not (
-                isinstance(node, ast.Call)
-                and _called(node) in VERDICT_KEYWORDS
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-            ):
-                continue
-            for keyword in node.keywords:
+        for call in _marking_calls(path.read_text()):
+            for keyword in call.keywords:
                 if keyword.arg == "mistake" and isinstance(keyword.value, ast.Constant):
-                    key, sentence = keyword.value.value, node.args[0].value
+                    key, sentence = keyword.value.value, call.args[0].value
                     if out.setdefault(key, sentence) != sentence:
                         raise ValueError(f"mistake {key!r} names two sentences")
     return out

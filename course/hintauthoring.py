@@ -55,7 +55,7 @@ def build(notebooks: dict, root: Path, declared: dict[str, str]) -> dict:
                 if cells.is_test(c) and cells.exercise(c.id, answers) == exercise
             ]
             mistakes = {
-                key: _mistake(m, declared, f"{assignment}/{exercise}/{key}")
+                key: _mistake(m, declared, key=key, where=f"{assignment}/{exercise}")
                 for key, m in written[exercise].get("mistakes", {}).items()
             }
             entries[exercise] = {
@@ -71,17 +71,18 @@ def build(notebooks: dict, root: Path, declared: dict[str, str]) -> dict:
     return out
 
 
-def _mistake(written: dict, declared: dict[str, str], where: str) -> dict:
+def _mistake(written: dict, declared: dict[str, str], *, key: str, where: str) -> dict:
     """One misconception: its check's whole sentence, its hint, and its ``name``
     where the sentence's first clause would not read as one."""
-    key = where.rsplit("/", 1)[1]
     if key not in declared:
-        raise ValueError(f"{where}: no check names the mistake {key!r}")
+        raise ValueError(f"{where}/{key}: no check names the mistake {key!r}")
     mistake = {"verdict": declared[key], "hint": written["hint"]}
     name = written.get("name") or hintbook.first_clause(mistake["verdict"])
     if not hintbook.readable(name):
         width = hintbook.NAME_WIDTH
-        raise ValueError(f"{where}: give it a name (at most {width} columns): {name!r}")
+        raise ValueError(
+            f"{where}/{key}: give it a name (at most {width} columns): {name!r}"
+        )
     if written.get("name"):  # an empty one is none
         mistake["name"] = written["name"]
     return mistake
