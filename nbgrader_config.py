@@ -14,12 +14,12 @@ c.CourseDirectory.ignore = [
     "*.py",
     "hints.toml",
 ]
-# The exchange (course/grading/exchange.py): collect takes a submission as data
+# The exchange (course/grading/hub/exchange.py): collect takes a submission as data
 # (one a student did not send is refused, its time is the exchange's, not the
 # student's timestamp.txt, and no link in it is followed); feedback is released
 # readable by its student whatever the instructor's umask.
-c.ExchangeFactory.collect = "course.grading.exchange.OwnedCollect"
-c.ExchangeFactory.release_feedback = "course.grading.exchange.ReadableFeedback"
+c.ExchangeFactory.collect = "course.grading.hub.exchange.OwnedCollect"
+c.ExchangeFactory.release_feedback = "course.grading.hub.exchange.ReadableFeedback"
 
 # A cell may load a model, train a tiny model twice or run several randomized checks,
 # on a machine grading two notebooks at once: allow five minutes.
@@ -40,13 +40,13 @@ c.Execute.kernel_name = "python3"
 # from the answers' source for shortcuts; FlagTampering flags, for the instructor,
 # cells that patch the grading tools.
 c.Autograde.autograde_preprocessors = [
-    "course.grading.judge.DrawSeeds",
-    "course.grading.execute.GuardedExecute",
-    "course.grading.judge.JudgeEvidence",
+    "course.grading.steps.judge.DrawSeeds",
+    "course.grading.steps.execute.GuardedExecute",
+    "course.grading.steps.judge.JudgeEvidence",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
-    "course.grading.flags.LimitOutput",
-    "course.grading.tamper.FlagTampering",
+    "course.grading.steps.flags.LimitOutput",
+    "course.grading.steps.tamper.FlagTampering",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
@@ -94,25 +94,25 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # autograded notebook's task cells are the source's) and ClearMarkScheme removes here.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "course.grading.feedback.ScrubHiddenTests",
+    "course.grading.steps.feedback.ScrubHiddenTests",
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbgrader.preprocessors.ClearMarkScheme",
-    "course.grading.feedback.RedactTestCells",
-    "course.grading.feedback.ExplainHintCharges",
+    "course.grading.steps.feedback.RedactTestCells",
+    "course.grading.steps.feedback.ExplainHintCharges",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
 # nbgrader 0.9 applies only its own feedback steps; the HTML exporter applies these.
 c.HTMLExporter.preprocessors = [
-    "course.grading.feedback.ScrubHiddenTests",
-    "course.grading.feedback.RedactTestCells",
-    "course.grading.feedback.ExplainHintCharges",
-    "course.grading.inert.InertOutputs",
+    "course.grading.steps.feedback.ScrubHiddenTests",
+    "course.grading.steps.feedback.RedactTestCells",
+    "course.grading.steps.feedback.ExplainHintCharges",
+    "course.grading.steps.inert.InertOutputs",
 ]
 # A student's notebook is inert in formgrader (opened with the instructor's Jupyter
-# session) and in feedback, both made by this exporter (course/grading/inert.py):
+# session) and in feedback, both made by this exporter (course/grading/steps/inert.py):
 # nbconvert cleans text/html and text/markdown outputs and leaves JavaScript and
 # widgets out; the course cleans the markdown cells, which nbgrader's templates do
 # not, and what nbconvert leaves (outputs of other types, an image's size).
 c.HTMLExporter.sanitize_html = True
-c.HTMLExporter.filters = {"markdown2html": "course.grading.inert.InertMarkdown"}
+c.HTMLExporter.filters = {"markdown2html": "course.grading.steps.inert.InertMarkdown"}

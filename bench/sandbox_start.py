@@ -4,7 +4,7 @@ Each way starts a kernel and runs the cell every notebook starts with (import to
 and the course, load the model), ``--rounds`` times, alternating the ways:
 
 * ``warm``: forked from the zygote (``course grade``'s kernels), no sandbox;
-* ``warm+sandbox``: forked from the zygote, then :func:`course.grading.sandbox.enter`
+* ``warm+sandbox``: forked from the zygote, then :func:`course.grading.kernel.sandbox.enter`
   (namespaces, mounts, seccomp in the forked child: what the course does);
 * ``cold``: a new ``ipykernel`` process (``--cold``), no sandbox;
 * ``bubblewrap``: Debian's ``bwrap`` (namespaces, a read-only root, its own /tmp
@@ -29,7 +29,8 @@ from pathlib import Path
 
 from jupyter_client.manager import KernelManager
 
-from course.grading import sandbox, tool_env, warm
+from course.grading import tool_env
+from course.grading.kernel import sandbox, warm
 
 CELL = "import torch\nfrom course import models\n_ = models.load()\n"
 
@@ -55,7 +56,7 @@ def start_and_run(way: str, env: dict) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         km = KernelManager(kernel_name="python3", transport="ipc")
         km.ip = str(Path(tmp, "kernel"))
-        python = [sys.executable, "-m", "course.grading.warm"]
+        python = [sys.executable, "-m", "course.grading.kernel.warm"]
         km.kernel_spec.argv[: len(km.kernel_spec.argv) - 2] = python
         env = dict(env)
         if way == "cold":

@@ -2,7 +2,7 @@
 
 A throw-away assignment whose notebook is one answer cell and one test cell is
 submitted by ``--students`` students and graded through the engine
-(:func:`course.grading.batch.grade`) on the embedded cluster. Each task reports its
+(:func:`course.grading.run.batch.grade`) on the embedded cluster. Each task reports its
 own seconds (nbgrader start to finish, measured in the task); what the workers spent
 on anything else is the overhead:
 
@@ -26,8 +26,9 @@ from pathlib import Path
 import nbformat
 
 from course import grading
-from course.grading import batch, cluster, gradebook
-from course.grading.results import GRADED
+from course.grading import gradebook
+from course.grading.run import batch, cluster
+from course.grading.run.results import GRADED
 
 A = "00_trivial"
 

@@ -126,7 +126,7 @@ def cmd_progress(args) -> int:
 def cmd_check(args) -> int:
     """Grade notebooks against the full tests and print points and messages."""
     from . import progress
-    from .grading import selfcheck
+    from .grading.run import selfcheck
 
     notebooks = [Path(n) for n in args.notebooks]
     root = Path(args.root).resolve() if args.root else None

@@ -151,7 +151,7 @@ def template(data: dict):
     catalog = Catalog(project="attention-by-hand")
     here = hintbook.DATA.parent.parent
     views = ("hints.py", "hubhints.py", "progress.py", "worked.py")
-    for name in (*views, "grading/hintservice.py"):
+    for name in (*views, "grading/hub/hintservice.py"):
         found = extract_from_file(
             "python", here / name, keywords={"tell": None, "N_": None}
         )

@@ -23,7 +23,7 @@ check`` and the grader, so rewording a sentence never unhooks its hint.
 (each exercise's test cells, how many steps, each mistake's whole sentence, for its
 name), and ``course/data/hint_texts.json``, the hints'
 texts (in Chinese: ``hinttexts.po``). On a course hub whose hints cost points only
-the hub's service may read the texts (:mod:`course.grading.private` seals them);
+the hub's service may read the texts (:mod:`course.grading.hub.private` seals them);
 :func:`texts` then raises :class:`Sealed`.
 """
 

@@ -73,7 +73,7 @@ def hint(
     """The next hint for ``exercise`` (default: the one whose test failed last).
 
     On the course's hub (``COURSE_HINT_SERVICE`` set) the hub's hint service
-    chooses and records it (:mod:`course.grading.hintservice`): the record that
+    chooses and records it (:mod:`course.grading.hub.hintservice`): the record that
     counts where the instructor's hints cost points. It is recorded here too.
     While nbgrader runs the notebook (Validate, grading) no hint is given: a hint
     cell left in a notebook never unlocks one, nor costs one.

@@ -1,4 +1,4 @@
-"""Talking to the course hub's hint service (:mod:`course.grading.hintservice`).
+"""Talking to the course hub's hint service (:mod:`course.grading.hub.hintservice`).
 
 On the course's hub a kernel finds the service's Unix socket in
 ``COURSE_HINT_SERVICE`` and asks it with its server's hub token; :func:`ask` is

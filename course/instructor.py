@@ -66,8 +66,10 @@ def _import_folder(root: Path, assignment: str, folder: Path) -> int:
 
 def cmd_grade(args) -> int:
     """Autograde every submission on dask and print what happened to each."""
-    from .grading import batch, cluster, gradebook, hintcharge, sandbox, settings
-    from .grading.results import FAILED, summary, write_log
+    from .grading import gradebook, settings
+    from .grading.kernel import sandbox
+    from .grading.run import batch, cluster, hintcharge
+    from .grading.run.results import FAILED, summary, write_log
 
     root = Path(args.root).resolve()
     remote = {  # the scheduler named, if any, and how it is reached
@@ -140,7 +142,8 @@ def cmd_feedback(args) -> int:
     autograded outside ``course grade`` (formgrader's button) is charged, as its
     submission time says, before its student reads feedback.
     """
-    from .grading import gradebook, hintcharge, settings
+    from .grading import gradebook, settings
+    from .grading.run import hintcharge
 
     root = Path(args.root).resolve()
     autograded = stage_folder(root, "autograded")
@@ -163,7 +166,8 @@ def cmd_feedback(args) -> int:
 
 def cmd_report(args) -> int:
     """Write the class report (CSV, PNG plots, HTML) in the course's language."""
-    from .grading import report, settings
+    from .grading import settings
+    from .grading.run import report
 
     root = Path(args.root).resolve()
     names = args.assignments or grading.assignments(root)

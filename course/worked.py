@@ -17,7 +17,7 @@ unseal them, as anyone can find answers on the web.
 
 Never while nbgrader runs a notebook (Validate, autograde): a graded kernel gets
 nothing. On a course hub the files are the instructor's (sealed by the hub as it
-starts, :mod:`course.grading.private`) unless ``c.HintPolicy.worked_answers``
+starts, :mod:`course.grading.hub.private`) unless ``c.HintPolicy.worked_answers``
 says otherwise.
 """
 

@@ -32,8 +32,8 @@ import sys
 from pathlib import Path
 
 from course import hubhints
-from course.grading import hintservice, private
 from course.grading.environment import TEMPLATES, threads
+from course.grading.hub import hintservice, private
 from course.grading.settings import hint_policy
 from course.i18n import lab_settings, language
 
@@ -104,7 +104,7 @@ if LANG != "en":  # JupyterLab's menus in the class's language
     c.Spawner.args = [f"--LabApp.app_settings_dir={lab_settings(LANG)}"]
 
 
-# The hint service (course/grading/hintservice.py), run by the hub as its user, on
+# The hint service (course/grading/hub/hintservice.py), run by the hub as its user, on
 # a Unix socket in a folder no other account can write: none can stand in for it.
 # Kernels ask it with their server's token, which may reach it and nothing more.
 HINT_SOCKET = Path(os.environ.get("COURSE_HINT_SOCKET", "/run/course-hints/hints.sock"))
@@ -115,7 +115,7 @@ if HINT_SOCKET.parent.stat().st_uid != os.getuid():
 c.JupyterHub.services = [
     {
         "name": hintservice.NAME,
-        "command": [sys.executable, "-m", "course.grading.hintservice"],
+        "command": [sys.executable, "-m", "course.grading.hub.hintservice"],
         "environment": {
             "COURSE_ROOT": str(COURSE_ROOT),
             "COURSE_LANG": LANG,

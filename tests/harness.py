@@ -27,8 +27,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from course import grading
-from course.grading import cells, scan, warm
-from course.grading.scan.lessons import closure, needs
+from course.grading import cells
+from course.grading.kernel import warm
+from course.grading.steps import scan
+from course.grading.steps.scan.lessons import closure, needs
 
 
 @dataclass
@@ -93,7 +95,7 @@ def hidden_calls(
     (without the :data:`SLOW` ones unless ``slow``)."""
     import nbformat
 
-    from course.grading.judge import check_modules
+    from course.grading.steps.judge import check_modules
 
     path = grading.notebook_path(grading.ROOT, "source", assignment)
     nb = nbformat.reads(path.read_text(), as_version=4)

@@ -52,7 +52,7 @@ def test_check_names_a_missing_assignment(tmp_path):
 
 
 def test_check_hands_its_options_to_the_self_check(monkeypatch, tmp_path):
-    from course.grading import selfcheck
+    from course.grading.run import selfcheck
 
     seen = {}
     monkeypatch.setattr(

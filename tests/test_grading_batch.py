@@ -4,7 +4,7 @@ the scheduler keeps of a submission once its result is collected."""
 import time
 from pathlib import Path
 
-from course.grading import batch, cluster, engine, results
+from course.grading.run import batch, cluster, engine, results
 from course.grading.settings import Settings
 
 A = "01_config"

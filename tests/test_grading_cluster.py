@@ -11,7 +11,7 @@ import pytest
 import services
 
 from course import cli
-from course.grading import cluster
+from course.grading.run import cluster
 
 # A worker, as it starts, sweeps the task boxes dead workers left: the engine's
 # tests kill workers and check what their boxes left, so this runs beside them.

@@ -22,8 +22,10 @@ from harness import fill, reference_answers
 from services import dask_cluster, postgres
 
 from course import grading
-from course.grading import cells, contain, procs, results
+from course.grading import cells
+from course.grading.kernel import contain, procs
 from course.grading.nbgrader_app import URL_ENV
+from course.grading.run import results
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grading_engine")]
 
@@ -369,7 +371,7 @@ def test_jsonschema_is_imported_without_the_uri_grammar():
 
 def test_a_failed_task_says_why_in_one_line():
     """The exception at the end of nbgrader's traceback, not its "see above"."""
-    from course.grading.engine import _last_error
+    from course.grading.run.engine import _last_error
 
     log = (
         "[AutogradeApp | INFO] Autograding x\nTraceback (most recent call last):\n"

@@ -24,7 +24,7 @@ import pytest
 import services
 
 from course import grading
-from course.grading.exchange import TIME_FORMAT
+from course.grading.hub.exchange import TIME_FORMAT
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="makes Unix accounts")
 

@@ -1,12 +1,12 @@
-"""course.grading.feedback: what a student's feedback may not show."""
+"""course.grading.steps.feedback: what a student's feedback may not show."""
 
 import shutil
 
 import nbformat
 import pytest
 
-from course.grading import feedback
-from course.grading.feedback import REMOVED, ScrubHiddenTests
+from course.grading.steps import feedback
+from course.grading.steps.feedback import REMOVED, ScrubHiddenTests
 from course.i18n import say
 
 TEST = '"""softmax is right."""\n### BEGIN HIDDEN TESTS\ncheck.softmax_random(softmax, seed=932194)\n### END HIDDEN TESTS'

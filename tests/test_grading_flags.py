@@ -3,8 +3,8 @@
 import nbformat
 import pytest
 
-from course.grading import flags
 from course.grading.enames import DEAF, KERNEL_DIED, NOT_RUN, TAMPERED
+from course.grading.steps import flags
 
 
 def _nb(*outputs, metadata=None):

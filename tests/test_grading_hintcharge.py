@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from course import hintbook
-from course.grading import hintcharge, report
+from course.grading.run import hintcharge, report
 
 A = "01_config"
 TESTS = hintbook.book()[A]["count_parameters"]["tests"]  # two cells
@@ -116,7 +116,7 @@ def test_the_feedback_says_what_the_hints_took(gradebook):
     """Under a charged test cell, once, in the student's feedback."""
     import nbformat
 
-    from course.grading.feedback import ExplainHintCharges
+    from course.grading.steps.feedback import ExplainHintCharges
 
     hintcharge.charge(db_url=gradebook, rows=_rows("ana", 1, 0.5))
     cells = [

@@ -12,7 +12,7 @@ import pytest
 import services
 
 from course import hintbook, hints
-from course.grading import hintservice
+from course.grading.hub import hintservice
 from course.grading.settings import HintPolicy
 
 A = "05_softmax_and_scaling"

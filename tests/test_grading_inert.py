@@ -1,4 +1,4 @@
-"""course.grading.inert: a student's notebook runs nothing where it is shown.
+"""course.grading.steps.inert: a student's notebook runs nothing where it is shown.
 
 formgrader's submission page and the feedback page are nbconvert HTML of a
 student's notebook, opened with their reader's Jupyter session. The notebook here
@@ -40,7 +40,8 @@ from nbgrader.server_extensions.formgrader import handlers
 from nbgrader.server_extensions.formgrader.formgrader import FormgradeExtension
 
 from course import grading
-from course.grading import inert, settings
+from course.grading import settings
+from course.grading.steps import inert
 
 ROOT = grading.ROOT
 ASSIGNMENT = NOTEBOOK = "inert"

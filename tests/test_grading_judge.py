@@ -9,7 +9,8 @@ from nbformat import NotebookNode
 from course import models
 from course.checks import config as config_checks
 from course.checks import evidence
-from course.grading import enames, flags, judge
+from course.grading import enames
+from course.grading.steps import flags, judge
 
 
 def _recorded(check, fn, monkeypatch) -> list[dict]:
@@ -312,7 +313,7 @@ def _notebook(head_params_fails: bool) -> NotebookNode:
 def test_a_verdict_names_the_earlier_exercise_it_builds_on():
     """03: after a wrong head_params, project_head's verdict starts with that cause;
     with head_params right it is project_head's own verdict alone."""
-    from course.grading.scan import read
+    from course.grading.steps.scan import read
 
     for fails in (True, False):
         nb = _notebook(head_params_fails=fails)

@@ -1,4 +1,4 @@
-"""A kernel's limits (``course/grading/lockdown.py``): the process cap of an
+"""A kernel's limits (``course/grading/kernel/lockdown.py``): the process cap of an
 unprivileged grader's sandbox counts the sandbox's processes alone."""
 
 import os
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from services import reachable_by_all
 
-from course.grading import lockdown
+from course.grading.kernel import lockdown
 
 # Forks until refused (children sleep, then are killed); prints how many it made.
 FORKS = textwrap.dedent(

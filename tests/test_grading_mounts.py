@@ -1,4 +1,4 @@
-"""The sandbox's file system (``course/grading/mounts.py``): a writable folder caps
+"""The sandbox's file system (``course/grading/kernel/mounts.py``): a writable folder caps
 the files it holds, not only their bytes."""
 
 import shutil
@@ -13,7 +13,7 @@ import pytest
 FILL = textwrap.dedent(
     """
     import os, sys, tempfile
-    from course.grading import mounts
+    from course.grading.kernel import mounts
     target = tempfile.mkdtemp()
     mounts._tmpfs(target, uid=os.getuid(), size=1 << 20, inodes=int(sys.argv[1]),
                   mode="700")
@@ -53,7 +53,7 @@ COPY = textwrap.dedent(
     """
     import os, sys, tempfile
     from pathlib import Path
-    from course.grading import mounts
+    from course.grading.kernel import mounts
     origin, target = Path(tempfile.mkdtemp()), tempfile.mkdtemp()
     (origin / "data.csv").write_text("1")
     (origin / "sub").mkdir()

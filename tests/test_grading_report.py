@@ -3,7 +3,7 @@ submissions the instructor should review."""
 
 import csv
 
-from course.grading import report
+from course.grading.run import report
 
 ANSWERS = ["split_heads", "merge_heads"]
 SAME = "CheckFailed: split_heads without a transpose mixes heads (your input was x)"

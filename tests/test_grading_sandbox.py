@@ -1,4 +1,4 @@
-"""course.grading.sandbox: the probe, a sandboxed warm kernel's life (interrupts,
+"""course.grading.kernel.sandbox: the probe, a sandboxed warm kernel's life (interrupts,
 its proxy's death), a machine that cannot sandbox, and secrets kept out of a
 kernel's memory. The attacks themselves are tests/test_sandbox.py."""
 
@@ -15,7 +15,8 @@ import pytest
 from jupyter_client.manager import KernelManager
 from services import reachable_by_all
 
-from course.grading import mounts, procs, sandbox, tool_env, warm
+from course.grading import tool_env
+from course.grading.kernel import mounts, procs, sandbox, warm
 
 pytestmark = [
     pytest.mark.slow,
@@ -44,7 +45,7 @@ def test_this_machine_can_sandbox_as_root_and_as_a_user():
     assert sandbox.probe() is None
     with reachable_by_all(Path(sys.executable), Path(sys.base_prefix) / "lib"):
         proc = subprocess.run(
-            ["runuser", "-u", "nobody", "--", sys.executable, "-m", "course.grading.sandbox"],
+            ["runuser", "-u", "nobody", "--", sys.executable, "-m", "course.grading.kernel.sandbox"],
             capture_output=True, text=True, cwd="/tmp", timeout=60,
         )  # fmt: skip
     assert proc.stdout.strip() == "sandboxed", proc.stderr
@@ -95,7 +96,7 @@ def _kernel(
     km = KernelManager(kernel_name="python3", transport="ipc")
     (tmp_path / "ipc").mkdir()
     km.ip = str(tmp_path / "ipc" / "kernel")
-    km.kernel_spec.argv[:3] = [sys.executable, "-m", "course.grading.warm"]
+    km.kernel_spec.argv[:3] = [sys.executable, "-m", "course.grading.kernel.warm"]
     policy = (policy or sandbox.Policy()).to_env()
     km.start_kernel(
         env={**env, "PGPASSWORD": SECRET, sandbox.ENV: policy}, cwd=str(cwd)

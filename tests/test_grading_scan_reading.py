@@ -1,4 +1,4 @@
-"""course.grading.scan.reading: the verdicts the grader reads in a notebook's answers,
+"""course.grading.steps.scan.reading: the verdicts the grader reads in a notebook's answers,
 out of the kernel."""
 
 import json
@@ -10,7 +10,7 @@ from harness import correct_forms, fill, fixture_module, reference_answers
 
 from course import grading
 from course.grading.enames import SHORTCUT, TAMPERED
-from course.grading.scan import read
+from course.grading.steps.scan import read
 
 A = "05_softmax_and_scaling"
 
@@ -187,8 +187,8 @@ def test_harmless_stores_and_reads_cost_nothing_in_a_notebook():
 
 def _graded(nb):
     """What autograde does after the kernel: the judge, then FlagTampering."""
-    from course.grading.judge import JudgeEvidence
-    from course.grading.tamper import FlagTampering
+    from course.grading.steps.judge import JudgeEvidence
+    from course.grading.steps.tamper import FlagTampering
 
     resources = {}
     nb, resources = JudgeEvidence().preprocess(nb, resources)
@@ -198,7 +198,7 @@ def _graded(nb):
 def test_tampering_is_decided_once(monkeypatch):
     """The judge and FlagTampering read one reading: the notebook is scanned once,
     and each later test carries one TamperingDetected verdict."""
-    from course.grading import scan
+    from course.grading.steps import scan
 
     reads, real = [], scan.reading._read
     monkeypatch.setattr(scan.reading, "_read", lambda nb: reads.append(nb) or real(nb))
@@ -215,7 +215,7 @@ def test_tampering_is_decided_once(monkeypatch):
 def test_flag_tampering_alone_zeroes_the_later_tests():
     """With the judge switched off, FlagTampering still gives every later test the
     verdict (from the same reading)."""
-    from course.grading.tamper import FlagTampering
+    from course.grading.steps.tamper import FlagTampering
 
     nb = _notebook(A, {}, extra=STATE_ROUTES["builtins"])
     nb, _ = FlagTampering().preprocess(nb, {})

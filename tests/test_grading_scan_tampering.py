@@ -1,4 +1,4 @@
-"""course.grading.scan.tampering: which constructs of one cell the scan flags, and
+"""course.grading.steps.scan.tampering: which constructs of one cell the scan flags, and
 which it must not."""
 
 import json
@@ -8,7 +8,7 @@ import pytest
 from harness import fixture_module, reference_answers
 
 from course import grading
-from course.grading.scan import imported_names, scan_source
+from course.grading.steps.scan import imported_names, scan_source
 
 IMPORTED = {"torch", "F", "check", "course", "plt", "sys", "os", "np"}
 PROTECTED = {"torch": "torch", "check": "course.checks.softmax", "plt": "plt"}
@@ -184,7 +184,7 @@ def test_magics_that_change_nothing_are_no_finding(source):
 
 
 def test_every_deny_entry_says_why():
-    from course.grading.scan import deny
+    from course.grading.steps.scan import deny
 
     for table in (deny.MODULES, deny.CALLS, deny.NAMES, deny.ATTRS):
         assert all(isinstance(why, str) and len(why) > 10 for why in table.values())

@@ -21,7 +21,8 @@ import pytest
 from harness import submissions
 
 from course import grading, i18n
-from course.grading import cells, selfcheck
+from course.grading import cells
+from course.grading.run import selfcheck
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("student_machine")]
 

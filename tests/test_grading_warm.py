@@ -1,4 +1,4 @@
-"""course.grading.warm and .zygote: a forked kernel behaves like a fresh one, takes
+"""course.grading.kernel.warm and .zygote: a forked kernel behaves like a fresh one, takes
 interrupts and exits with its proxy; a task's forked nbgrader reports back."""
 
 import json
@@ -11,8 +11,8 @@ import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
-from course.grading import warm
 from course.grading.environment import MEMORY_ENV, threads
+from course.grading.kernel import warm
 
 PROBE = """
 import json, os, resource, torch

@@ -26,12 +26,14 @@ def _is_module(name: str) -> bool:
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 
-def _imports(path: Path) -> set[str]:
-    """The ``course`` modules ``path`` imports."""
+def _imports(path: Path, source: str | None = None) -> set[str]:
+    """The ``course`` modules ``path`` imports (or ``source``, read as if it were
+    ``path``'s)."""
     name = _module(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+    source = path.read_text("utf-8") if source is None else source
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -94,9 +96,13 @@ def test_cycles_are_found():
     ]
 
 
+def _the_grader(imported: set[str]) -> set[str]:
+    return {m for m in imported if m.startswith("course.grading")}
+
+
 @pytest.mark.parametrize("module", sorted(m for m in GRAPH if ".checks" in m))
 def test_checks_never_import_the_grader(module):
-    assert not {m for m in GRAPH[module] if m.startswith("course.grading")}
+    assert not _the_grader(GRAPH[module])
 
 
 def _notebook_modules() -> set[str]:
@@ -115,3 +121,121 @@ def test_a_notebook_s_checks_import_no_other_notebook_s():
     assert len(notebooks) > 8
     crossing = {m: GRAPH[m] & notebooks for m in notebooks if GRAPH[m] & notebooks}
     assert crossing == {}
+
+
+# The parts of the grader (docs/architecture.md): each part's modules, by the first
+# name under course.grading; a top-level module is "shared".
+PARTS = ("kernel", "steps", "run", "hub")
+GRADING = ROOT / "grading"
+
+
+def _part(module: str) -> str | None:
+    """``kernel``, ``steps``, ``run``, ``hub`` or ``shared`` for a module of
+    ``course.grading``; ``None`` outside it."""
+    names = module.split(".")
+    if names[:2] != ["course", "grading"]:
+        return None
+    return names[2] if len(names) > 2 and names[2] in PARTS else "shared"
+
+
+#: What each part of the grader never imports.
+NEVER = {
+    "kernel": {"steps", "run", "hub"},
+    "steps": {"run", "hub"},
+    "run": {"hub"},
+    "hub": {"kernel", "steps", "run"},
+    "shared": {"kernel", "steps", "run", "hub"},
+}
+#: The arrows against those rules that the code has, each with its reason. A test
+#: fails when one disappears, so that the list only shrinks.
+KNOWN = {
+    # the zygote imports the judge before it forks a warm nbgrader process
+    ("course.grading.kernel.zygote", "course.grading.steps.judge"),
+    # settings hands the feedback step's templates to nbgrader's config
+    ("course.grading.settings", "course.grading.steps.feedback"),
+}
+
+
+def _forbidden(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The edges of ``graph`` from one part of the grader to a part it never
+    imports."""
+    return {
+        (a, b)
+        for a, imported in graph.items()
+        for b in imported
+        if _part(a) and _part(b) in NEVER[_part(a)]
+    }
+
+
+def test_the_grader_s_parts_are_read():
+    assert {_part(m) for m in GRAPH} >= {*PARTS, "shared", None}
+    assert _part("course.grading.steps.scan.reading") == "steps"
+    assert _part("course.grading.cells") == _part("course.grading") == "shared"
+    assert "course.grading.kernel.contain" in GRAPH["course.grading.steps.execute"]
+
+
+def test_the_grader_s_parts_import_one_way():
+    assert _forbidden(GRAPH) - KNOWN == set()
+
+
+def test_the_known_exceptions_are_still_there():
+    assert KNOWN <= _forbidden(GRAPH)
+
+
+def test_no_part_of_the_grader_imports_run():
+    """A run is the command line's: no other part of the grader starts one."""
+    assert not {
+        (a, b)
+        for a, imported in GRAPH.items()
+        for b in imported
+        if _part(b) == "run" and _part(a) not in (None, "run")
+    }
+
+
+@pytest.mark.parametrize(
+    ("edge", "part"),
+    [
+        (("course.grading.kernel.warm", "course.grading.steps.flags"), "kernel"),
+        (("course.grading.kernel.sandbox", "course.grading.run.batch"), "kernel"),
+        (("course.grading.steps.judge", "course.grading.run.report"), "steps"),
+        (("course.grading.steps.scan.deny", "course.grading.hub.private"), "steps"),
+        (("course.grading.run.engine", "course.grading.hub.exchange"), "run"),
+        (("course.grading.hub.exchange", "course.grading.kernel.warm"), "hub"),
+        (("course.grading.hub.private", "course.grading.steps.inert"), "hub"),
+        (("course.grading.cells", "course.grading.kernel.procs"), "shared"),
+    ],
+)
+def test_a_forbidden_arrow_is_found(edge, part):
+    """The control: each rule, fed one fake edge against it, flags it."""
+    a, b = edge
+    graph = {**GRAPH, a: GRAPH.get(a, set()) | {b}}
+    assert _part(a) == part
+    assert _forbidden(graph) - KNOWN == {edge}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from ..grading.steps import judge\n",
+        "def f():\n    from course.grading.steps.judge import JudgeEvidence\n",
+        "import course.grading.steps.judge\n",
+    ],
+)
+def test_a_checks_module_importing_the_grader_is_found(source):
+    """The control of test_checks_never_import_the_grader: an import of the grader,
+    read as if a checks module had it, is flagged."""
+    imported = _imports(ROOT / "checks" / "softmax.py", source)
+    assert _the_grader(imported) == {"course.grading.steps.judge"}
+
+
+def test_the_architecture_names_every_part_of_the_grader():
+    """docs/architecture.md draws course/grading: every sub-package (``kernel/``,
+    ``scan/``) and every module of the grader (``cells``) is named there."""
+    doc = (ROOT.parent / "docs" / "architecture.md").read_text("utf-8")
+    packages = {p.parent.name for p in GRADING.rglob("*/__init__.py")}
+    assert packages >= {*PARTS, "scan"}
+    assert {p for p in packages if f"`{p}/`" not in doc} == set()
+    modules = {p.stem for p in GRADING.rglob("*.py")} - {"__init__"}
+    modules -= {p.stem for p in (GRADING / "steps" / "scan").glob("*.py")}
+    assert len(modules) > 30
+    assert {m for m in modules if f"`{m}`" not in doc} == set()

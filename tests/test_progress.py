@@ -11,7 +11,7 @@ from course import cli, grading, hintbook, progress
 from course import work as work_home
 from course.checks import CheckFailed
 from course.checks.evidence import ENV as GRADING
-from course.grading import selfcheck
+from course.grading.run import selfcheck
 from course.i18n import with_keys
 
 A = "05_softmax_and_scaling"

@@ -10,7 +10,8 @@ import pytest
 from harness import reference_answers
 
 from course import grading, hintbook, i18n, progress, worked
-from course.grading import cells, private
+from course.grading import cells
+from course.grading.hub import private
 
 A = "05_softmax_and_scaling"
 TASK = "why_last_dim"

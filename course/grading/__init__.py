@@ -1,8 +1,18 @@
 """Run nbgrader on a course folder and read what it decided.
 
-The package re-exports what ``python -m course`` and the tests use most; each
-name lives in one module, and no module of the package imports the package
-itself:
+The package is in four parts and the modules they share
+(``docs/architecture.md``):
+
+* :mod:`~course.grading.kernel`: how one grading kernel is started, sandboxed
+  and contained;
+* :mod:`~course.grading.steps`: the nbgrader preprocessors, in the order
+  ``nbgrader_config.py`` lists them;
+* :mod:`~course.grading.run`: a grading run of a class;
+* :mod:`~course.grading.hub`: the course hub's side (exchange, hint service).
+
+The package re-exports what ``python -m course`` and the tests use most, all from
+the shared modules at its top; each name lives in one module, and no module of
+the package imports the package itself:
 
 * :mod:`~course.grading.cells`: cell roles, markers, grade ids, course folders;
 * :mod:`~course.grading.environment`: the grading processes' environments;

@@ -1,8 +1,8 @@
 """Names of the error outputs the grader writes into a graded notebook.
 
-They are how the grading steps (:mod:`course.grading.execute`,
-:mod:`course.grading.judge`, :mod:`course.grading.scan`,
-:mod:`course.grading.tamper`) tell the coordinator (:mod:`course.grading.batch`)
+They are how the grading steps (:mod:`course.grading.steps.execute`,
+:mod:`course.grading.steps.judge`, :mod:`course.grading.steps.scan`,
+:mod:`course.grading.steps.tamper`) tell the coordinator (:mod:`course.grading.run.batch`)
 what happened to a cell. This module imports nothing, so the coordinator reads
 graded notebooks without loading torch or nbclient.
 """

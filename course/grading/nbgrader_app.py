@@ -7,7 +7,7 @@ process's environment only its own account (and root) can read. So ``course``
 hands nbgrader the URL in :data:`URL_ENV` (:func:`private_url`) and starts it
 through this module, whose :func:`arguments` moves it into nbgrader's arguments
 inside the process, and out of the environment its kernels would inherit. A
-warm nbgrader (forked by :mod:`course.grading.zygote`) gets it the same way.
+warm nbgrader (forked by :mod:`course.grading.kernel.zygote`) gets it the same way.
 """
 
 from __future__ import annotations

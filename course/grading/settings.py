@@ -39,7 +39,7 @@ def configure(c, lang: str) -> None:
     os.environ["COURSE_LANG"] = lang
     if lang == "en":
         return
-    from .feedback import feedback_template, nbgrader_feedback_template
+    from .steps.feedback import feedback_template, nbgrader_feedback_template
 
     try:  # no home or no writable cache, or an nbgrader whose template moved a
         # label: nbgrader's English labels, never a failed command
@@ -138,19 +138,19 @@ def resolve(
         cls = getattr(importlib.import_module(module), name)
         return cls.class_traits()[trait].default_value
 
-    guarded = "course.grading.execute.GuardedExecute"
+    guarded = "course.grading.steps.execute.GuardedExecute"
     return Settings(
         cell_timeout=pick(cell_timeout, guarded, "timeout"),
         notebook_timeout=pick(notebook_timeout, guarded, "notebook_timeout"),
         sandbox=pick(sandbox, guarded, "sandbox"),
-        draw_seeds=pick(draw_seeds, "course.grading.judge.DrawSeeds", "enabled"),
+        draw_seeds=pick(draw_seeds, "course.grading.steps.judge.DrawSeeds", "enabled"),
     )
 
 
 class HintPolicy(Configurable):
     """The instructor's hints policy, ``c.HintPolicy.*`` in ``nbgrader_config.py``.
 
-    Read by the course hub's hint service (:mod:`course.grading.hintservice`),
+    Read by the course hub's hint service (:mod:`course.grading.hub.hintservice`),
     which serves every hint of a class and keeps the record that counts, and by
     ``course grade``, which charges what the policy says into the gradebook.
     """
