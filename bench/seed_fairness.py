@@ -1,7 +1,7 @@
 """Does any seed cost a correct answer a point? Every hidden check, many seeds.
 
 The grader draws each hidden test's seed per student and run (``course.grading.
-judge.DrawSeeds``, 0 to 999 999), so a check that fails a correct answer on one
+steps.judge.DrawSeeds``, 0 to 999 999), so a check that fails a correct answer on one
 seed in a thousand costs somebody a point. This runs every hidden check of every
 assignment on ``--seeds`` seeds drawn from that range, for every correct form the
 fixtures know (``harness.correct_forms``: the reference, the alternatives, each in

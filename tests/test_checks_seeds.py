@@ -1,6 +1,6 @@
 """Hidden tests under seeds nobody chose: verdicts do not depend on the seed.
 
-The grader draws a fresh seed for every hidden test (``course.grading.judge.
+The grader draws a fresh seed for every hidden test (``course.grading.steps.judge.
 DrawSeeds``). Here every hidden check of every assignment runs on other seeds than
 the ones written in ``source/``: the reference answers and the correct
 alternatives pass each, and each wrong-answer fixture still fails its own

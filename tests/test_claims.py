@@ -23,7 +23,6 @@ from torch import nn
 from course import data, models
 from course.checks import (
     CheckFailed,
-    chunked,
     debugging,
     pictures,
     positions,
@@ -515,7 +514,7 @@ def test_a_running_max_left_at_minus_inf_gives_nan_and_the_check_says_so():
     guarded = torch.exp(m - torch.where(m.isinf(), 0.0, m))
     assert guarded == 0
     gen = torch.Generator().manual_seed(5)
-    mask = chunked._mask(gen, (2,), Tq=5, Tk=12, chunk=2)
+    mask = debugging._mask(gen, (2,), Tq=5, Tk=12, chunk=2)
     assert not mask[..., 0, :2].any() and mask.any(-1).all()
 
     mutant = next(
@@ -526,7 +525,7 @@ def test_a_running_max_left_at_minus_inf_gives_nan_and_the_check_says_so():
     unguarded = ns["chunked_attention"]
 
     with pytest.raises(CheckFailed, match="first block of keys is all masked"):
-        chunked.chunked_attention_mask(unguarded)
+        debugging.chunked_attention_mask(unguarded)
     says(
         "11_debugging",
         "a query may attend no key of its first block",

@@ -273,9 +273,9 @@ def test_no_verdict_is_written_outside_the_catalog():
         if path.name not in ("evidence.py", "codec.py")  # the record format
         for line in _prose_outside_the_catalog(path)
     ]
-    grading = sorted((Path(i18n.HERE) / "grading").glob("*.py"))
+    scan = sorted((Path(i18n.HERE) / "grading" / "steps" / "scan").glob("*.py"))
+    grading = sorted(set((Path(i18n.HERE) / "grading").rglob("*.py")) - set(scan))
     covered = [p for p in grading if p.name not in NOT_STUDENT_FACING]
-    scan = sorted((Path(i18n.HERE) / "grading" / "scan").glob("*.py"))
     covered += [p for p in scan if p.name != "deny.py"]  # why each entry, for code
     covered += [Path(i18n.HERE) / "lab.py"]  # JupyterLab's Check and Hint buttons
     assert {"tampering.py", "lessons.py", "reading.py"} <= {p.name for p in covered}
@@ -309,7 +309,7 @@ def test_the_readmes_say_what_language_the_verdicts_speak(monkeypatch):
     """README's 中文版 paragraph says verdicts come from the catalog (not that
     they are English), and they do: a check's and the grader's, in Chinese."""
     from course.checks import softmax
-    from course.grading.scan import scan_source
+    from course.grading.steps.scan import scan_source
 
     root = Path(i18n.HERE).parent
     readme = (root / "README.md").read_text("utf-8")
@@ -392,7 +392,7 @@ def test_both_editions_grade_a_submission_alike(tmp_path, monkeypatch):
     for english in ("Score: ", "Test cell", "Student's answer", "(Top)"):
         assert english not in pages["zh"], english
     # The Chinese course's class report: Chinese text, plots with a CJK font.
-    from course.grading import report
+    from course.grading.run import report
 
     monkeypatch.setenv("COURSE_LANG", "zh")
     with warnings.catch_warnings():
@@ -571,8 +571,8 @@ def test_chinese_plots_use_a_cjk_font_and_english_ones_are_unchanged(lang):
     else:
         assert out[0] not in fonts.CJK_FONTS and out[1] != "0", out
     # one home for the rule: the class report uses the same function
-    report = (grading.ROOT / "course" / "grading" / "report.py").read_text()
-    assert "from ..fonts import use_cjk_fonts" in report
+    report = (grading.ROOT / "course" / "grading" / "run" / "report.py").read_text()
+    assert "from ...fonts import use_cjk_fonts" in report
     assert "CJK_FONTS" not in report
 
 
@@ -605,6 +605,7 @@ VARIANTS = {
     "往前 3 步": "3 个位置之前",
     "单位正态": "标准正态",
     "滑动最大值": "累计最大值",  # a running max; 滑动 is a sliding window's
+    "滑动的最大值": "累计最大值",
     "滑动和": "累计和",
     "遮挡": "屏蔽",
     "头大小": "头维度",
@@ -668,10 +669,11 @@ def test_sentences_follow_full_width_punctuation_at_once_and_others_after_a_spac
 
 _FULL = "，。：；！？、）」』”"
 #: A line break in Chinese prose that markdown draws as a space: after full-width
-#: punctuation, or between two Han characters (not before a list item, heading,
-#: table row, quote, marker line or blank line).
+#: punctuation, between two Han characters, or before an opening full-width
+#: bracket (not before a list item, heading, table row, quote, marker line or blank
+#: line).
 _SOFT_BREAK = re.compile(
-    rf"(?:(?<=[{_FULL}])|(?<=[{_HAN}])(?=[ \t]*[{_HAN}]))\n"
+    rf"(?:(?<=[{_FULL}])\n|(?<=[{_HAN}])\n(?=[ \t]*[{_HAN}])|\n(?=[ \t]*（))"
     r"(?![ \t]*(?:[-*+] |\d+\. |#|\n|\||>|=|<))"
 )
 _BOLD_COLON = re.compile(r"\*\*[^*\n]*[：:]\*\*")
@@ -732,6 +734,8 @@ def test_chinese_typography_follows_d2l_zh():
 def test_the_typography_rules_find_what_they_name():
     """The control: each rule finds the review's own examples."""
     assert _typography("BERT（MiniLM：\n6 层）")[0].startswith("a soft line break")
+    assert _typography("一个 head\n（头）")[0].startswith("a soft line break")
+    assert _typography("注意\n力")[0].startswith("a soft line break")
     assert _typography("**诊断：** 看这里")[0].startswith("a colon inside bold")
     assert _typography("它的*列*")[0].startswith("italic Chinese")
     assert _typography("热力图 含有")[0].startswith("a space between Han")

@@ -24,6 +24,7 @@ from . import (
     fail,
     given,
 )
+from .calls import CaseVerdicts
 from .oracles import NO_SCALE, Case, course_case, random_cases
 
 _softmax = torch.softmax
@@ -142,9 +143,12 @@ def head_attention_mask(fn) -> None:
 
 def head_attention_random(fn, seed: int) -> None:
     """Other models, layers, heads, batches, lengths and padding."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for case in random_cases(seed):
-        _expect_head(fn, case, head=rng.randrange(case.H), masked=True, part="all")
+        with verdicts:
+            _expect_head(fn, case, head=rng.randrange(case.H), masked=True, part="all")
+    verdicts.fail_if_any()
 
 
 def _ext(fn, mask, dtype):
@@ -207,14 +211,17 @@ def extended_mask_values(fn) -> None:
 
 def extended_mask_random(fn, seed: int) -> None:
     """Random masks and dtypes, each with a token and a padding position."""
+    verdicts = CaseVerdicts()
     gen = torch.Generator().manual_seed(seed)
     for dtype in (torch.float32, torch.float64, torch.float32):
-        B, T = torch.randint(1, 5, (2,), generator=gen).tolist()
-        mask = (torch.rand(B, T + 1, generator=gen) > 0.4).long()
-        mask[:, 0] = 1
-        pad = torch.randint(1, T + 1, (1,), generator=gen)
-        mask[torch.randint(0, B, (1,), generator=gen), pad] = 0
-        _expect_ext(fn, mask, dtype)
+        with verdicts:
+            B, T = torch.randint(1, 5, (2,), generator=gen).tolist()
+            mask = (torch.rand(B, T + 1, generator=gen) > 0.4).long()
+            mask[:, 0] = 1
+            pad = torch.randint(1, T + 1, (1,), generator=gen)
+            mask[torch.randint(0, B, (1,), generator=gen), pad] = 0
+            _expect_ext(fn, mask, dtype)
+    verdicts.fail_if_any()
 
 
 def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
@@ -227,30 +234,41 @@ def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
     expect_shape(
         context, (B, T, D), "context", say("(B, T, D): the heads merged back.")
     )
+    verdicts = CaseVerdicts()  # a wrong probs and a wrong merge: both named
     if part in ("probs", "all"):
-        expect_close(
-            probs,
-            case.probs,
-            "probs",
-            diagnose=wrong_probs(case),
-            what=say("the model's attentions"),
-        )
+        with verdicts:
+            expect_close(
+                probs,
+                case.probs,
+                "probs",
+                diagnose=wrong_probs(case),
+                what=say("the model's attentions"),
+            )
     if part in ("context", "all"):
-        _, k, v = case.qkv()
-        diagnose = {
-            MIXED: (case.probs @ v).reshape(B, T, D),
-            ON_K: (case.probs @ k).transpose(1, 2).reshape(B, T, D),
-            NO_SCALE: (wrong_probs(case)[NO_SCALE] @ v)
-            .transpose(1, 2)
-            .reshape(B, T, D),
-        }
-        expect_close(
-            context,
-            case.context,
-            "context",
-            diagnose=diagnose,
-            what=say("the attention module's output"),
-        )
+        with verdicts:
+            _expect_context(context, probs, case)
+    verdicts.fail_if_any()
+
+
+def _expect_context(context, probs, case: Case) -> None:
+    """context equals the module's output; a merge mistake is named from the
+    model's probs and from the student's own (a wrong probs does not hide it)."""
+    B, T, D = case.hidden.shape
+    _, k, v = case.qkv()
+    # a merge mistake made on the model's probs, or on the student's own ones
+    probs_both = (case.probs, probs.to(v.dtype))  # (B, H, T, T) each
+    diagnose = {
+        MIXED: tuple((p @ v).reshape(B, T, D) for p in probs_both),
+        ON_K: tuple((p @ k).transpose(1, 2).reshape(B, T, D) for p in probs_both),
+        NO_SCALE: (wrong_probs(case)[NO_SCALE] @ v).transpose(1, 2).reshape(B, T, D),
+    }
+    expect_close(
+        context,
+        case.context,
+        "context",
+        diagnose=diagnose,
+        what=say("the attention module's output"),
+    )
 
 
 def multi_head_attention_probs(fn) -> None:
@@ -272,8 +290,11 @@ def multi_head_attention_mask(fn) -> None:
 
 def multi_head_attention_random(fn, seed: int) -> None:
     """Other models, layers, batches, lengths and padding."""
+    verdicts = CaseVerdicts()
     for case in random_cases(seed):
-        _expect_mha(fn, case, True, "all")
+        with verdicts:
+            _expect_mha(fn, case, True, "all")
+    verdicts.fail_if_any()
 
 
 def first_head_attention_values(attention) -> None:

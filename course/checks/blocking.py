@@ -1,6 +1,6 @@
 """Shortcut blocking: library functions an exercise turns off while a student's
 code runs (the student's first warning; the grader reads the source too,
-:mod:`course.grading.scan`).
+:mod:`course.grading.steps.scan`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..i18n import N_, mistakes_of, say, with_keys
+from ..i18n import N_, mistakes_of, say, sentences, with_keys
 from . import evidence
 from .evidence import Outcome, Raised, Returned
 
@@ -39,6 +39,66 @@ class CheckFailed(AssertionError):
 
 class ShortcutUsed(CheckFailed):
     """Raised when a check forbids a library shortcut and the answer used it."""
+
+
+#: A second mistake's verdict, after the first one's.
+ALSO = N_("Also: {verdict}")
+
+
+class CaseVerdicts:
+    """The verdicts of a check's parts, each part tried even after one failed.
+
+    A check that tries several inputs (or compares several outputs of one call)
+    runs each under ``with verdicts:``; a failed one no longer stops the rest, so
+    an answer with two bugs hears of both (a raise on (B, H, T, d) inputs, a wrong
+    scale that shows on (B, T, d) ones). :meth:`fail_if_any` then raises the first
+    verdict, followed by each later one that names a mistake no earlier verdict
+    named (at most ``most`` of them).
+    A shortcut, or anything but a verdict, stops the check at once.
+
+    Examples
+    --------
+    ::
+
+        verdicts = CaseVerdicts()
+        for case in cases:
+            with verdicts:
+                _expect(fn, case)
+        verdicts.fail_if_any()
+    """
+
+    def __init__(self, most: int = 2):
+        self.failures: list[CheckFailed] = []
+        self.most = most
+
+    def __enter__(self) -> CaseVerdicts:
+        return self
+
+    def __exit__(self, kind, err, _tb) -> bool:
+        if kind is None or not issubclass(kind, CheckFailed):
+            return False
+        if isinstance(err, ShortcutUsed):
+            return False
+        self.failures.append(err)
+        return True
+
+    def fail_if_any(self) -> None:
+        """Raise the combined verdict, if any input failed."""
+        if not self.failures:
+            return
+        first, *later = self.failures
+        named = set(first.mistakes)
+        parts = [str(first)]
+        for err in later:
+            if len(parts) > self.most:
+                break
+            if set(err.mistakes) - named:
+                parts.append(say(ALSO, verdict=str(err)))
+                named |= set(err.mistakes)
+        if len(parts) == 1:
+            raise first
+        keys = [k for err in self.failures for k in err.mistakes if k in named]
+        raise CheckFailed(with_keys(sentences(*parts), keys))
 
 
 def fail(message: str, /, **fields) -> None:

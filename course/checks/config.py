@@ -12,7 +12,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, equal, expect_close, expect_equal, fail
-from .calls import private
+from .calls import CaseVerdicts, private
 
 KEYS = (
     "num_layers",
@@ -113,8 +113,11 @@ def describe_config_course_model(fn) -> None:
 
 def describe_config_random(fn, seed: int) -> None:
     """The values match configs of other sizes (nothing hard-coded)."""
+    verdicts = CaseVerdicts()
     for config in _random_configs(seed):
-        _check_description(fn, config)
+        with verdicts:
+            _check_description(fn, config)
+    verdicts.fail_if_any()
 
 
 TENSORS = N_(
@@ -195,26 +198,33 @@ def count_parameters_course_model(fn) -> None:
 
 def count_parameters_random(fn, seed: int) -> None:
     """Counts on other BERT sizes, a partly frozen model and one with tied weights."""
+    verdicts = CaseVerdicts()
     for i, config in enumerate(_random_configs(seed, n=2)):
-        config.num_hidden_layers = 1 + i
-        config.vocab_size = 60
-        model = BertModel(config)
-        _expect_count(
-            fn, model, bert_parameter_count(config), say("a BERT of another size")
-        )
-    torch.manual_seed(seed)
+        with verdicts:
+            config.num_hidden_layers = 1 + i
+            config.vocab_size = 60
+            model = BertModel(config)
+            _expect_count(
+                fn, model, bert_parameter_count(config), say("a BERT of another size")
+            )
+    with verdicts:
+        torch.manual_seed(seed)
     frozen = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Linear(7, 3))
-    frozen[0].requires_grad_(False)
-    _expect_count(
-        fn, frozen, (5 * 7 + 7) + (7 * 3 + 3), say("a model with a frozen layer")
-    )
+    with verdicts:
+        frozen[0].requires_grad_(False)
+    with verdicts:
+        _expect_count(
+            fn, frozen, (5 * 7 + 7) + (7 * 3 + 3), say("a model with a frozen layer")
+        )
     tied = torch.nn.Sequential(
         torch.nn.Embedding(11, 6), torch.nn.Linear(6, 11, bias=False)
     )
     tied[1].weight = tied[0].weight
-    _expect_count(
-        fn, tied, 11 * 6, say("a model whose output layer shares the embedding")
-    )
+    with verdicts:
+        _expect_count(
+            fn, tied, 11 * 6, say("a model whose output layer shares the embedding")
+        )
+    verdicts.fail_if_any()
 
 
 def _expect_query(fn, model, index: int) -> None:
@@ -280,11 +290,16 @@ def query_linear_first_layer(fn) -> None:
 
 def query_linear_random(fn, seed: int) -> None:
     """Every layer of BERTs with other depths."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for _ in range(2):
-        model = models.tiny_bert(seed=rng.randint(0, 999), num_layers=rng.randint(2, 5))
-        for index in range(model.config.num_hidden_layers):
-            _expect_query(fn, model, index)
+        with verdicts:
+            model = models.tiny_bert(
+                seed=rng.randint(0, 999), num_layers=rng.randint(2, 5)
+            )
+            for index in range(model.config.num_hidden_layers):
+                _expect_query(fn, model, index)
+    verdicts.fail_if_any()
 
 
 # --- with_max_positions: a new model, the change made through the config --------------
@@ -378,12 +393,15 @@ def with_max_positions_outputs(fn) -> None:
 
 def with_max_positions_random(fn, seed: int) -> None:
     """Other model sizes and lengths: weights copied, original untouched."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for _ in range(3):
-        model = models.tiny_bert(
-            seed=rng.randint(0, 999),
-            num_layers=rng.randint(1, 3),
-            num_heads=rng.choice([2, 3, 4]),
-            max_positions=rng.choice([32, 48]),
-        )
-        _expect_resized(fn, model, rng.randint(5, 20), seed=seed, compare=True)
+        with verdicts:
+            model = models.tiny_bert(
+                seed=rng.randint(0, 999),
+                num_layers=rng.randint(1, 3),
+                num_heads=rng.choice([2, 3, 4]),
+                max_positions=rng.choice([32, 48]),
+            )
+            _expect_resized(fn, model, rng.randint(5, 20), seed=seed, compare=True)
+    verdicts.fail_if_any()

@@ -4,7 +4,13 @@ Oracles: torch's softmax over the allowed keys (float64, taken at import:
 :func:`masked_oracle`, which the checks of ``masked_softmax`` use too), the
 model's own attentions on a padded batch (for the key mask and the head split),
 and ``nn.TransformerEncoderLayer`` (a position table must break its symmetry).
-Chunked attention is checked in :mod:`.chunked`.
+
+The memory fix, ``chunked_attention``: its oracle is torch's fused
+``scaled_dot_product_attention`` (taken at import), which the exercise turns off
+while the student's code runs. Memory: every tensor that any torch operation makes
+during the call is measured (a ``TorchDispatchMode``), so the check sees a whole
+(Tq, Tk) matrix whatever code built it (``@``, einsum, ``torch.cat`` of pieces, a
+Python loop over rows excepted, which is slow but fine).
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import math
 import random
 
 import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
@@ -23,10 +31,14 @@ from . import (
     expect_finite,
     expect_shape,
     fail,
+    forbid,
     is_close,
 )
+from .calls import CaseVerdicts
 from .compare import expect_bool_mask, fail_mistaken
-from .oracles import LAST_DIM, course_case, random_cases
+from .oracles import FUSED, LAST_DIM, NO_SCALE, PER_BLOCK, course_case, random_cases
+
+_sdpa = F.scaled_dot_product_attention
 
 KEYS_INVERTED = N_(
     "the mask is inverted: it is True at the padding. attention_mask is 1 at "
@@ -76,8 +88,11 @@ def key_mask_values(fn) -> None:
 
 def key_mask_random(fn, seed: int) -> None:
     """Tiny BERTs of other sizes on padded random batches."""
+    verdicts = CaseVerdicts()
     for case in random_cases(seed):
-        _expect_key_mask(fn, case)
+        with verdicts:
+            _expect_key_mask(fn, case)
+    verdicts.fail_if_any()
 
 
 def _expect_split(fn, case) -> None:
@@ -107,8 +122,11 @@ def fixed_split_heads_values(fn) -> None:
 
 def fixed_split_heads_random(fn, seed: int) -> None:
     """Tiny BERTs with other head counts (two or more: one head hides the bug)."""
+    verdicts = CaseVerdicts()
     for case in random_cases(seed, heads=(2, 3, 4)):
-        _expect_split(fn, case)
+        with verdicts:
+            _expect_split(fn, case)
+    verdicts.fail_if_any()
 
 
 def _expect_table(fn, T: int, D: int) -> torch.Tensor:
@@ -172,18 +190,21 @@ def _breaks_symmetry(table: torch.Tensor, seed: int) -> bool:
 def position_table_random(fn, seed: int) -> None:
     """Other sizes: rows distinct, and a layer sees the order of its input. The
     first table is long enough (20 to 40 rows) for values that grow to show."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i in range(4):
-        T, D = rng.randint(20 if i == 0 else 2, 40), rng.choice([8, 16, 24, 64])
-        table = _expect_table(fn, T, D)
-        if not _breaks_symmetry(table, seed + i):
-            fail(
-                "With position_table({T}, {D}) added, a transformer "
-                "layer still gives the same outputs, reordered, for "
-                "reordered tokens.",
-                T=T,
-                D=D,
-            )
+        with verdicts:
+            T, D = rng.randint(20 if i == 0 else 2, 40), rng.choice([8, 16, 24, 64])
+            table = _expect_table(fn, T, D)
+            if not _breaks_symmetry(table, seed + i):
+                fail(
+                    "With position_table({T}, {D}) added, a transformer "
+                    "layer still gives the same outputs, reordered, for "
+                    "reordered tokens.",
+                    T=T,
+                    D=D,
+                )
+    verdicts.fail_if_any()
 
 
 # --- the first fix: masked_softmax, and the oracle the later checks share -------------
@@ -298,23 +319,236 @@ def masked_softmax_half(fn) -> None:
 
 def masked_softmax_random(fn, seed: int) -> None:
     """Other shapes, dims, dtypes and broadcast masks."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     for i in range(5):
-        shape = [rng.randint(1, 4) for _ in range(rng.randint(1, 2))]
-        shape += [rng.randint(2, 9), rng.randint(2, 9)]
-        dtype = rng.choice([torch.float16, torch.float32, torch.float64])
-        scale = 1e4 if dtype == torch.float16 else rng.choice([1.0, 1e3, 1e6])
-        mask_shape = list(shape)
-        mask_shape[rng.randrange(len(shape) - 2)] = 1  # broadcast over a batch dim
-        mask = torch.rand(mask_shape, generator=gen) < 0.6
-        dim = rng.choice([-1, -1, len(shape) - 2])
-        if i == 2:  # plain scores over a dim before the last: a fixed dim -1 shows
-            dtype, scale, dim = torch.float32, 3.0, len(shape) - 2
-        if i < 2:  # a first row with nothing allowed, a last one with something
-            index, other = [slice(None)] * mask.dim(), -2 if dim == -1 else -1
-            index[other] = 0
-            mask[tuple(index)] = False
-            index[other], index[-3 - other] = -1, 0
-            mask[tuple(index)] = True
-        _expect_masked(fn, _scores(gen, shape, scale, dtype=dtype), mask, dim)
+        with verdicts:
+            shape = [rng.randint(1, 4) for _ in range(rng.randint(1, 2))]
+            shape += [rng.randint(2, 9), rng.randint(2, 9)]
+            dtype = rng.choice([torch.float16, torch.float32, torch.float64])
+            scale = 1e4 if dtype == torch.float16 else rng.choice([1.0, 1e3, 1e6])
+            mask_shape = list(shape)
+            mask_shape[rng.randrange(len(shape) - 2)] = 1  # broadcast over a batch dim
+            mask = torch.rand(mask_shape, generator=gen) < 0.6
+            dim = rng.choice([-1, -1, len(shape) - 2])
+            if i == 2:  # plain scores over a dim before the last: a fixed dim -1 shows
+                dtype, scale, dim = torch.float32, 3.0, len(shape) - 2
+            if i < 2:  # a first row with nothing allowed, a last one with something
+                index, other = [slice(None)] * mask.dim(), -2 if dim == -1 else -1
+                index[other] = 0
+                mask[tuple(index)] = False
+                index[other], index[-3 - other] = -1, 0
+                mask[tuple(index)] = True
+            _expect_masked(fn, _scores(gen, shape, scale, dtype=dtype), mask, dim)
+    verdicts.fail_if_any()
+
+
+# The memory fix: chunked_attention.
+
+#: A running max that starts at -inf and is used as it is: where a query's first
+#: block of keys is all masked, exp(-inf - (-inf)) is NaN for the whole row.
+MASKED_FIRST_BLOCK = N_(
+    "a query whose first block of keys is all masked gets NaN: its running max "
+    "is still -inf there, and exp(-inf - (-inf)) is NaN. Subtract 0 where the "
+    "max is -inf (that block adds nothing) and keep every running value finite.",
+    mistake="masked-first-block",
+)
+
+
+class _Largest(TorchDispatchMode):
+    """Remember the largest floating-point tensor any operation returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.numel, self.shape = 0, ()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                if t.numel() > self.numel:
+                    self.numel, self.shape = t.numel(), tuple(t.shape)
+        return out
+
+
+def _measured(fn):
+    """``fn`` that also returns the shape of the largest float tensor it made."""
+
+    def chunked_attention(*args, **kwargs):
+        with _Largest() as seen:
+            out = fn(*args, **kwargs)
+        return out, list(seen.shape)
+
+    return chunked_attention
+
+
+def oracle(Q, K, V, mask=None) -> torch.Tensor:
+    """Exact softmax attention in float64 (torch's fused kernel)."""
+    m = None if mask is None else torch.broadcast_to(mask, (*Q.shape[:-1], K.shape[-2]))
+    return _sdpa(Q.double(), K.double(), V.double(), attn_mask=m)
+
+
+def _per_block(Q, K, V, *, chunk: int, mask=None) -> tuple[torch.Tensor, ...]:
+    """The misconception: each block's softmax normalised on its own, summed.
+
+    A block where a query may attend no key is where ways of writing it differ:
+    softmax of -inf gives NaN, a large finite fill (-1e9, finfo.min) weighs the
+    block's keys alike, a guard (nan_to_num, a zero sum kept at 0) adds nothing.
+    One value for each; without such a block all three are the same.
+    """
+    outs = {"nan": 0, "uniform": 0, "zero": 0}
+    for j in range(0, K.shape[-2], chunk):
+        s = Q.double() @ K[..., j : j + chunk, :].double().mT / math.sqrt(Q.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(~mask[..., j : j + chunk], -math.inf)
+        p = torch.softmax(s, -1)
+        empty = torch.isinf(s).all(-1, keepdim=True)  # (..., Tq, 1)
+        v = V[..., j : j + chunk, :].double()
+        for kind, fill in (("nan", None), ("uniform", 1.0 / s.shape[-1]), ("zero", 0)):
+            w = p if fill is None else p.masked_fill(empty, fill)
+            outs[kind] = outs[kind] + w @ v
+    if mask is None:
+        return (outs["nan"],)
+    return tuple(outs.values())
+
+
+def _run(fn, Q, K, V, *, chunk: int, mask=None):
+    targets = [(F, "scaled_dot_product_attention")]
+    args = (Q.clone(), K.clone(), V.clone(), chunk)
+    kwargs = {} if mask is None else {"mask": mask.clone()}
+    with forbid(targets, FUSED):
+        got = call(_measured(fn), *args, name="chunked_attention", **kwargs)
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        fail("chunked_attention should return one tensor, the context.")
+    return got
+
+
+def _wrong(Q, K, V, *, chunk: int, mask=None) -> dict:
+    """What each named misconception would return."""
+    wrong = {NO_SCALE: oracle(Q * math.sqrt(Q.shape[-1]), K, V, mask)}
+    if chunk < K.shape[-2]:
+        wrong[PER_BLOCK] = _per_block(Q, K, V, chunk=chunk, mask=mask)
+        if mask is not None:
+            first = torch.broadcast_to(mask, (*Q.shape[:-1], K.shape[-2]))
+            empty = ~first[..., :chunk].any(-1, keepdim=True)  # (..., Tq, 1)
+            if bool(empty.any()):
+                right = oracle(Q, K, V, mask)
+                wrong[MASKED_FIRST_BLOCK] = right.masked_fill(empty, math.nan)
+    return wrong
+
+
+def _expect_values(fn, Q, K, V, *, chunk: int, mask=None) -> None:
+    out, _ = _run(fn, Q, K, V, chunk=chunk, mask=mask)
+    name = say(
+        "chunked_attention with Tk={Tk}, chunk_size={chunk}",
+        Tk=K.shape[-2],
+        chunk=chunk,
+    )
+    wrong = _wrong(Q, K, V, chunk=chunk, mask=mask)
+    expect_close(out, oracle(Q, K, V, mask), name, diagnose=wrong, what="torch")
+
+
+def _qkv(gen, batch, *, Tq: int, Tk: int, d: int, dtype=torch.float32):
+    def draw(T):
+        return torch.randn(*batch, T, d, generator=gen, dtype=torch.float64).to(dtype)
+
+    return draw(Tq), draw(Tk), draw(Tk)
+
+
+def _mask(gen, batch, *, Tq: int, Tk: int, chunk: int = 0) -> torch.Tensor:
+    """Random bool (..., Tq, Tk), every query with at least one key it may attend.
+
+    With ``chunk`` < Tk, query 0 may attend no key of the first block (a running
+    max that is still -inf there) and the last key.
+    """
+    mask = torch.rand(*batch, Tq, Tk, generator=gen) < 0.5
+    mask[..., torch.randint(0, Tk, (1,), generator=gen)] = True
+    if 0 < chunk < Tk:
+        mask[..., 0, :chunk] = False
+        mask[..., 0, -1] = True
+    return mask
+
+
+def chunked_attention_values(fn) -> None:
+    """Equal to full attention; blocks that do not divide Tk evenly."""
+    gen = torch.Generator().manual_seed(1111)
+    for chunk in (3, 16, 50):
+        _expect_values(fn, *_qkv(gen, (2, 3), Tq=7, Tk=16, d=8), chunk=chunk)
+
+
+def chunked_attention_mask(fn) -> None:
+    """With a bool mask (True = may attend), also one that is causal."""
+    gen = torch.Generator().manual_seed(1112)
+    Q, K, V = _qkv(gen, (2,), Tq=6, Tk=10, d=4)
+    _expect_values(fn, Q, K, V, chunk=4, mask=_mask(gen, (2,), Tq=6, Tk=10))
+    causal = torch.ones(10, 10, dtype=torch.bool).tril()
+    Q, K, V = _qkv(gen, (1, 2), Tq=10, Tk=10, d=4)
+    _expect_values(fn, Q, K, V, chunk=3, mask=causal)
+    # a dense random mask and small blocks: query 0 may attend nothing in the first
+    Q, K, V = _qkv(gen, (2,), Tq=5, Tk=12, d=4)
+    _expect_values(fn, Q, K, V, chunk=2, mask=_mask(gen, (2,), Tq=5, Tk=12, chunk=2))
+
+
+def chunked_attention_memory(fn) -> None:
+    """No tensor as large as a whole (Tq, Tk) score matrix is ever made."""
+    gen = torch.Generator().manual_seed(1113)
+    Q, K, V = _qkv(gen, (1, 2), Tq=64, Tk=1024, d=8)
+    out, largest = _run(fn, Q, K, V, chunk=128)
+    whole = 2 * 64 * 1024
+    size = math.prod(largest) if largest else 0
+    if size >= whole // 2:
+        fail(
+            "chunked_attention made a tensor of shape {largest} ({size} "
+            "numbers) for Tq=64, Tk=1024 and chunk_size=128: as large as "
+            "the whole score matrix (2, 64, 1024). Work on blocks of at "
+            "most chunk_size keys and never gather them into one tensor.",
+            largest=tuple(largest),
+            size=size,
+        )
+    # Memory is this test's question; a named mistake in the values is judged by
+    # the others, but the result must still be (some) attention.
+    tries = [oracle(Q, K, V)]
+    for wrong in _wrong(Q, K, V, chunk=128).values():
+        tries += wrong if isinstance(wrong, tuple) else [wrong]
+    out = expect_shape(out, tries[0].shape, "chunked_attention(Q, K, V, 128)")
+    if not any(is_close(out, t) for t in tries):
+        fail("chunked_attention does not compute attention (compare with torch's).")
+
+
+def chunked_attention_random(fn, seed: int) -> None:
+    """Random shapes, chunk sizes (1 to more than Tk), masks and dtypes.
+
+    The first case always splits the keys into several blocks and has no mask, so
+    that blocks normalised on their own are caught whatever the seed. The last
+    case always has a dense random mask, small blocks and a query that may attend
+    nothing in the first block, so that a running max left at -inf (NaN) is too.
+    """
+    verdicts = CaseVerdicts()
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    for case in range(5):
+        with verdicts:
+            split = case == 0
+            batch = tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
+            Tq, Tk, d = (
+                rng.randint(1, 9),
+                rng.randint(1 + split, 20),
+                rng.choice([2, 4, 8]),
+            )
+            chunk = rng.randint(1, Tk - 1 if split else Tk + 3)
+            dtype = rng.choice([torch.float32, torch.float64])
+            Q, K, V = _qkv(gen, batch, Tq=Tq, Tk=Tk, d=d, dtype=dtype)
+            masked = not split and rng.random() < 0.5
+            mask = _mask(gen, batch, Tq=Tq, Tk=Tk, chunk=chunk) if masked else None
+            _expect_values(fn, Q, K, V, chunk=chunk, mask=mask)
+    batch = tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
+    Tq, Tk, d = rng.randint(1, 9), rng.randint(4, 20), rng.choice([2, 4, 8])
+    chunk = rng.randint(1, Tk // 2)
+    dtype = rng.choice([torch.float32, torch.float64])
+    Q, K, V = _qkv(gen, batch, Tq=Tq, Tk=Tk, d=d, dtype=dtype)
+    with verdicts:
+        _expect_values(
+            fn, Q, K, V, chunk=chunk, mask=_mask(gen, batch, Tq=Tq, Tk=Tk, chunk=chunk)
+        )
+    verdicts.fail_if_any()

@@ -25,6 +25,7 @@ from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import CheckFailed, call, expect_close, expect_shape, expect_tensor, fail
 from .blocking import forbid, no_forward
+from .calls import CaseVerdicts
 from .compare import fail_mistaken, with_hint
 from .oracles import NO_SCALE, additive_mask, eager_attention
 
@@ -316,23 +317,26 @@ def cross_attention_translator(fn) -> None:
 def cross_attention_random(fn, seed: int) -> None:
     """Other random encoder-decoders (heads, sizes), lengths and padding; equal
     source and target lengths too."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for case in range(3):  # the first: equal lengths, where a swap keeps the shape
-        model = models.tiny_encoder_decoder(
-            seed=rng.randint(0, 999),
-            num_layers=1,
-            num_heads=rng.choice([1, 2, 3]),
-            head_size=rng.choice([4, 8]),
-        )
-        Tk = rng.randint(3, 9)
-        Tq = Tk if case == 0 else rng.randint(1, 9)
-        src, mask, tgt = _source_batch(
-            100, rng.randint(2, 3), Tk, Tq, rng.randint(0, 99)
-        )
-        for attn, x, memory, memory_mask, out in cross_attention_io(
-            model, src, mask, tgt
-        ):
-            _expect_cross(fn, attn, x, memory, memory_mask, want=out)
+        with verdicts:
+            model = models.tiny_encoder_decoder(
+                seed=rng.randint(0, 999),
+                num_layers=1,
+                num_heads=rng.choice([1, 2, 3]),
+                head_size=rng.choice([4, 8]),
+            )
+            Tk = rng.randint(3, 9)
+            Tq = Tk if case == 0 else rng.randint(1, 9)
+            src, mask, tgt = _source_batch(
+                100, rng.randint(2, 3), Tk, Tq, rng.randint(0, 99)
+            )
+            for attn, x, memory, memory_mask, out in cross_attention_io(
+                model, src, mask, tgt
+            ):
+                _expect_cross(fn, attn, x, memory, memory_mask, want=out)
+    verdicts.fail_if_any()
 
 
 # --- a KV cache -------------------------------------------------------------------
@@ -475,15 +479,20 @@ def cached_attention_steps(fn) -> None:
 def cached_attention_random(fn, seed: int) -> None:
     """Other batches, heads, sizes and chunk sizes (chunks as long as the cache
     too, where a wrong axis keeps going)."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for case in range(3):  # the first: chunks of several tokens after a cache
-        first = rng.randint(2, 5)
-        chunks = [first, first] if case == 0 else [rng.randint(1, 5)]
-        chunks += [rng.choice([1, 1, 2, 3]) for _ in range(rng.randint(1, 3))]
-        # the first with one sequence and one head: a cat on the batch or the
-        # head axis then runs, and its cache shows the axis
-        B, H = (1, 1) if case == 0 else (rng.randint(1, 3), rng.randint(1, 3))
-        _run_steps(fn, chunks, B=B, H=H, d=rng.choice([4, 8]), seed=rng.randint(0, 999))
+        with verdicts:
+            first = rng.randint(2, 5)
+            chunks = [first, first] if case == 0 else [rng.randint(1, 5)]
+            chunks += [rng.choice([1, 1, 2, 3]) for _ in range(rng.randint(1, 3))]
+            # the first with one sequence and one head: a cat on the batch or the
+            # head axis then runs, and its cache shows the axis
+            B, H = (1, 1) if case == 0 else (rng.randint(1, 3), rng.randint(1, 3))
+            _run_steps(
+                fn, chunks, B=B, H=H, d=rng.choice([4, 8]), seed=rng.randint(0, 999)
+            )
+    verdicts.fail_if_any()
 
 
 # --- greedy decoding --------------------------------------------------------------
@@ -685,23 +694,26 @@ def greedy_generate_cache(fn) -> None:
 def greedy_generate_random(fn, seed: int) -> None:
     """Other random Llamas, batches and lengths: with and without the cache, the
     same tokens and logits as generate."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for case in range(2):
-        H_kv = rng.choice([1, 2])
-        model = _decoder(
-            rng.randint(0, 999),
-            H_kv * rng.choice([1, 2]),
-            H_kv,
-            rng.choice([4, 8]),
-            100,
-            rng.randint(1, 2),
-        )
-        gen = torch.Generator().manual_seed(rng.randint(0, 999))
-        B, T, n = rng.randint(1, 3), rng.randint(2, 6), rng.randint(3, 7)
-        prompt = _decisive_prompt(model, B, T, n, gen)
-        label = say("on a random Llama")
-        for use_cache in (case != 0, case == 0):  # the first: no cache first
-            _expect_greedy(fn, model, prompt, n, use_cache, label)
+        with verdicts:
+            H_kv = rng.choice([1, 2])
+            model = _decoder(
+                rng.randint(0, 999),
+                H_kv * rng.choice([1, 2]),
+                H_kv,
+                rng.choice([4, 8]),
+                100,
+                rng.randint(1, 2),
+            )
+            gen = torch.Generator().manual_seed(rng.randint(0, 999))
+            B, T, n = rng.randint(1, 3), rng.randint(2, 6), rng.randint(3, 7)
+            prompt = _decisive_prompt(model, B, T, n, gen)
+            label = say("on a random Llama")
+            for use_cache in (case != 0, case == 0):  # the first: no cache first
+                _expect_greedy(fn, model, prompt, n, use_cache, label)
+    verdicts.fail_if_any()
 
 
 # --- sampling ---------------------------------------------------------------------
@@ -859,16 +871,21 @@ def sample_next_distribution(fn) -> None:
 
 def sample_next_random(fn, seed: int) -> None:
     """Other vocabularies, rows and temperatures (far from 1, where mistakes show)."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(2):
-        logits = _spread_logits(rng.randint(1, 3), rng.randint(4, 9), gen)
-        temperature = rng.choice([0.4, 0.6, 1.8, 2.5])
-        while not _separated(logits, temperature):  # e.g. 4 tokens at 0.4: argmax
+        with verdicts:
             logits = _spread_logits(rng.randint(1, 3), rng.randint(4, 9), gen)
             temperature = rng.choice([0.4, 0.6, 1.8, 2.5])
-        _expect_distribution(fn, logits, temperature, seed=rng.randint(0, 999))
-    _expect_argmax(fn, _spread_logits(rng.randint(2, 6), rng.randint(3, 20), gen))
+            while not _separated(logits, temperature):  # e.g. 4 tokens at 0.4: argmax
+                logits = _spread_logits(rng.randint(1, 3), rng.randint(4, 9), gen)
+                temperature = rng.choice([0.4, 0.6, 1.8, 2.5])
+            _expect_distribution(fn, logits, temperature, seed=rng.randint(0, 999))
+    with verdicts:
+        _expect_argmax(fn, _spread_logits(rng.randint(2, 6), rng.randint(3, 20), gen))
     # 200 rows: two generators agree on them all by chance with p < 1e-20 (40 rows
     # at T = 0.7 agreed with p = 1e-4, enough to pass the generator ignored)
-    _expect_reproducible(fn, _spread_logits(200, 5, gen), rng.choice([0.7, 1.5]))
+    with verdicts:
+        _expect_reproducible(fn, _spread_logits(200, 5, gen), rng.choice([0.7, 1.5]))
+    verdicts.fail_if_any()

@@ -1,4 +1,4 @@
-"""Checks for 03_head_slicing and 04_split_heads.
+"""Checks for 03_head_slicing (04_split_heads has :mod:`.split`).
 
 Oracles: the projection module's own output split into heads (``linear(x)`` viewed as
 (..., T, H, d)), and bertviz's neuron-view ``queries``/``keys``.
@@ -15,6 +15,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail, given, no_forward
+from .calls import CaseVerdicts
 from .oracles import sample_qk
 
 SLICE = N_(
@@ -135,9 +136,12 @@ def head_params_bias(fn) -> None:
 
 def head_params_random(fn, seed: int) -> None:
     """Other head counts, head sizes and heads."""
+    verdicts = CaseVerdicts()
     for linear, _, d, head in _random_linears(seed):
-        _expect_weight(fn, linear, head, d)
-        _expect_bias(fn, linear, head, d)
+        with verdicts:
+            _expect_weight(fn, linear, head, d)
+            _expect_bias(fn, linear, head, d)
+    verdicts.fail_if_any()
 
 
 def _expect_projection(fn, x, linear, *, head, d) -> None:
@@ -182,11 +186,14 @@ def project_head_course(fn) -> None:
 
 def project_head_random(fn, seed: int) -> None:
     """Other sizes, heads, batch shapes."""
+    verdicts = CaseVerdicts()
     gen = torch.Generator().manual_seed(seed)
     for i, (linear, H, d, head) in enumerate(_random_linears(seed)):
-        batch = [(), (2,), (2, 3), (1,)][i % 4]
-        x = torch.randn(*batch, 5, H * d, generator=gen)
-        _expect_projection(fn, x, linear, head=head, d=d)
+        with verdicts:
+            batch = [(), (2,), (2, 3), (1,)][i % 4]
+            x = torch.randn(*batch, 5, H * d, generator=gen)
+            _expect_projection(fn, x, linear, head=head, d=d)
+    verdicts.fail_if_any()
 
 
 def sample_embeddings(text: str = data.SAMPLE_TEXT) -> torch.Tensor:

@@ -28,6 +28,7 @@ from . import (
     random_batch,
     random_tiny_bert,
 )
+from .calls import CaseVerdicts
 from .oracles import own_copy
 
 
@@ -90,8 +91,11 @@ def embeddings_forward_values(fn) -> None:
 
 def embeddings_forward_random(fn, seed: int) -> None:
     """Other model sizes, batches and token types."""
+    verdicts = CaseVerdicts()
     for case in random_cases(seed):
-        _expect_embeddings(fn, case)
+        with verdicts:
+            _expect_embeddings(fn, case)
+    verdicts.fail_if_any()
 
 
 def _expect_attention_block(fn, case: Case, masked: bool) -> None:
@@ -130,8 +134,11 @@ def attention_block_mask(fn) -> None:
 
 def attention_block_random(fn, seed: int) -> None:
     """Other models, layers, batches and padding."""
+    verdicts = CaseVerdicts()
     for case in random_cases(seed):
-        _expect_attention_block(fn, case, masked=True)
+        with verdicts:
+            _expect_attention_block(fn, case, masked=True)
+    verdicts.fail_if_any()
 
 
 def _keep(case: Case) -> float:
@@ -180,8 +187,11 @@ def feed_forward_values(fn) -> None:
 
 def feed_forward_random(fn, seed: int) -> None:
     """Other models and layers."""
+    verdicts = CaseVerdicts()
     for case in random_cases(seed):
-        _expect_feed_forward(fn, case)
+        with verdicts:
+            _expect_feed_forward(fn, case)
+    verdicts.fail_if_any()
 
 
 def _layer_modules(layer):
@@ -222,8 +232,11 @@ def bert_layer_mask(fn) -> None:
 
 def bert_layer_random(fn, seed: int) -> None:
     """Other models, layers, batches and padding."""
+    verdicts = CaseVerdicts()
     for case in random_cases(seed):
-        _expect_layer(fn, case, masked=True)
+        with verdicts:
+            _expect_layer(fn, case, masked=True)
+    verdicts.fail_if_any()
 
 
 def _expect_encoder(fn, case: Case) -> None:
@@ -312,8 +325,11 @@ def bert_encoder_values(fn) -> None:
 def bert_encoder_random(fn, seed: int) -> None:
     """Other models, batches, token types and padding; two layers at least (with
     one, an encoder that feeds every layer the embeddings would pass)."""
+    verdicts = CaseVerdicts()
     for case in random_cases(seed, fewest_layers=2):
-        _expect_encoder(fn, case)
+        with verdicts:
+            _expect_encoder(fn, case)
+    verdicts.fail_if_any()
 
 
 # --- what the checks compare against: the model's own values for one layer ------------

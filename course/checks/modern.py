@@ -26,6 +26,7 @@ from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_equal, expect_shape, fail
 from .blocking import forbid, no_forward
+from .calls import CaseVerdicts
 from .compare import expect_bool_mask, fail_mistaken
 from .oracles import NO_SCALE, additive_mask, eager_attention
 
@@ -247,21 +248,24 @@ def rotary_modernbert(fn) -> None:
 
 def rotary_random(fn, seed: int) -> None:
     """Other head sizes, bases, leading dims and positions that do not start at 0."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     for case in range(4):  # d = 2 has one pair: both layouts agree there
-        d = rng.choice([6, 8, 20, 64] if case == 0 else [2, 6, 8, 20, 64])
-        T = rng.randint(2, 11)
-        lead = rng.choice([(), (2,), (1, 3), (2, 2)])
-        # the first case's base is not 10000: one that ignores `base` shows there
-        base = rng.choice(
-            [100.0, 160000.0] if case == 0 else [100.0, 10000.0, 160000.0]
-        )
-        start = rng.randint(1, 40)
-        positions = torch.arange(start, start + 3 * T, 3)[
-            torch.randperm(T, generator=gen)
-        ]
-        _expect_rotary(fn, torch.randn(*lead, T, d, generator=gen), positions, base)
+        with verdicts:
+            d = rng.choice([6, 8, 20, 64] if case == 0 else [2, 6, 8, 20, 64])
+            T = rng.randint(2, 11)
+            lead = rng.choice([(), (2,), (1, 3), (2, 2)])
+            # the first case's base is not 10000: one that ignores `base` shows there
+            base = rng.choice(
+                [100.0, 160000.0] if case == 0 else [100.0, 10000.0, 160000.0]
+            )
+            start = rng.randint(1, 40)
+            positions = torch.arange(start, start + 3 * T, 3)[
+                torch.randperm(T, generator=gen)
+            ]
+            _expect_rotary(fn, torch.randn(*lead, T, d, generator=gen), positions, base)
+    verdicts.fail_if_any()
 
 
 # --- sliding windows ------------------------------------------------------------
@@ -343,11 +347,14 @@ def sliding_window_mask_modernbert(fn) -> None:
 
 def sliding_window_mask_random(fn, seed: int) -> None:
     """Other lengths and windows: odd ones, and windows wider than the text."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for case in range(4):  # the first: a window narrower than the text
-        window = rng.choice([3, 4, 5, 8] if case == 0 else [2, 3, 4, 5, 8, 30])
-        low = window // 2 + 2 if case == 0 else 1
-        _expect_window(fn, rng.randint(low, 20), window)
+        with verdicts:
+            window = rng.choice([3, 4, 5, 8] if case == 0 else [2, 3, 4, 5, 8, 30])
+            low = window // 2 + 2 if case == 0 else 1
+            _expect_window(fn, rng.randint(low, 20), window)
+    verdicts.fail_if_any()
 
 
 # --- grouped-query attention ----------------------------------------------------
@@ -460,17 +467,20 @@ def _random_mask(gen, B: int, T: int, shape: str) -> _Tensor | None:
 
 def grouped_query_attention_random(fn, seed: int) -> None:
     """Other head counts (multi-query and plain multi-head too), sizes and masks."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     for case in range(4):  # the first: groups of several heads, several groups
-        H_kv = rng.choice([2, 3] if case == 0 else [1, 2, 3])
-        g = rng.choice([2, 4] if case == 0 else [1, 2, 4])
-        B, T, d = rng.randint(1, 3), rng.randint(2, 9), rng.choice([4, 8, 16])
-        Q = torch.randn(B, H_kv * g, T, d, generator=gen)
-        K, V = (torch.randn(B, H_kv, T, d, generator=gen) for _ in range(2))
-        shapes = ["(T, T)", "(B, 1, T, T)", "(B, 1, 1, T)"] + ["none"] * (case > 0)
-        shape = rng.choice(shapes)
-        _expect_gqa(fn, Q, K, V, _random_mask(gen, B, T, shape))
+        with verdicts:
+            H_kv = rng.choice([2, 3] if case == 0 else [1, 2, 3])
+            g = rng.choice([2, 4] if case == 0 else [1, 2, 4])
+            B, T, d = rng.randint(1, 3), rng.randint(2, 9), rng.choice([4, 8, 16])
+            Q = torch.randn(B, H_kv * g, T, d, generator=gen)
+            K, V = (torch.randn(B, H_kv, T, d, generator=gen) for _ in range(2))
+            shapes = ["(T, T)", "(B, 1, T, T)", "(B, 1, 1, T)"] + ["none"] * (case > 0)
+            shape = rng.choice(shapes)
+            _expect_gqa(fn, Q, K, V, _random_mask(gen, B, T, shape))
+    verdicts.fail_if_any()
 
 
 # --- a ModernBERT layer's attention ---------------------------------------------
@@ -586,6 +596,7 @@ def modernbert_attention_local(fn) -> None:
 def modernbert_attention_random(fn, seed: int) -> None:
     """Every layer of a random ModernBERT: other sizes, windows and layer patterns
     (3 layers: global and local ones, whichever layer is global)."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     window = rng.choice([2, 4, 6])
     model = models.modern_bert(
@@ -598,7 +609,9 @@ def modernbert_attention_random(fn, seed: int) -> None:
     )
     T = rng.randint(window + 2, 14)
     for attn, hidden, out in _cases(model, T, rng.randint(0, 99)):
-        _expect_layer(fn, attn, hidden, out)
+        with verdicts:
+            _expect_layer(fn, attn, hidden, out)
+    verdicts.fail_if_any()
 
 
 # --- the cache's memory ---------------------------------------------------------
@@ -660,14 +673,17 @@ def kv_cache_bytes_llama(fn) -> None:
 
 def kv_cache_bytes_random(fn, seed: int) -> None:
     """Other layer counts, K/V head counts, sizes, lengths and batches."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for _ in range(3):
-        _expect_cache_bytes(
-            fn,
-            rng.randint(1, 3),
-            rng.choice([1, 2, 3]),
-            rng.choice([4, 8]),
-            rng.randint(2, 12),
-            rng.randint(2, 3),
-            rng.choice(["float32", "bfloat16"]),
-        )
+        with verdicts:
+            _expect_cache_bytes(
+                fn,
+                rng.randint(1, 3),
+                rng.choice([1, 2, 3]),
+                rng.choice([4, 8]),
+                rng.randint(2, 12),
+                rng.randint(2, 3),
+                rng.choice(["float32", "bfloat16"]),
+            )
+    verdicts.fail_if_any()

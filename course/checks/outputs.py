@@ -11,6 +11,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, equal, expect_close, expect_shape, fail, no_forward
+from .calls import CaseVerdicts
 
 POOLER = N_(
     "Recompute the pooler by hand from its dense layer; calling model.pooler "
@@ -110,13 +111,16 @@ def encode_truncates(fn) -> None:
 
 def encode_random(fn, seed: int) -> None:
     """Random batches and lengths."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     tok = models.load_tokenizer()
     for i in range(5):  # every other batch holds a text longer than max_length
-        texts = _random_texts(rng, rng.randint(1, 4))
-        if i % 2 == 0:
-            texts.append(" ".join(rng.choices(WORDS, k=14)))
-        _expect_batch(fn, tok, texts, rng.randint(4, 12) if i % 2 == 0 else 20)
+        with verdicts:
+            texts = _random_texts(rng, rng.randint(1, 4))
+            if i % 2 == 0:
+                texts.append(" ".join(rng.choices(WORDS, k=14)))
+            _expect_batch(fn, tok, texts, rng.randint(4, 12) if i % 2 == 0 else 20)
+    verdicts.fail_if_any()
 
 
 def _true_shapes(model, B: int, T: int) -> dict:
@@ -182,15 +186,18 @@ def output_shapes_course(fn) -> None:
 
 def output_shapes_random(fn, seed: int) -> None:
     """Shapes for BERTs of other sizes, batches and lengths."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for _ in range(4):
-        model = models.tiny_bert(
-            seed=rng.randint(0, 99),
-            num_layers=rng.randint(1, 4),
-            num_heads=rng.choice([1, 2, 3, 5]),
-            head_size=rng.choice([2, 3, 8]),
-        )
-        _expect_shapes(fn, model, rng.randint(1, 4), rng.randint(1, 9))
+        with verdicts:
+            model = models.tiny_bert(
+                seed=rng.randint(0, 99),
+                num_layers=rng.randint(1, 4),
+                num_heads=rng.choice([1, 2, 3, 5]),
+                head_size=rng.choice([2, 3, 8]),
+            )
+            _expect_shapes(fn, model, rng.randint(1, 4), rng.randint(1, 9))
+    verdicts.fail_if_any()
 
 
 def _expect_pooler(fn, model, ids) -> None:
@@ -249,17 +256,20 @@ def pooler_course(fn) -> None:
 
 def pooler_random(fn, seed: int) -> None:
     """pooler_output of BERTs of other sizes and batches."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for _ in range(3):
-        model = models.tiny_bert(
-            seed=rng.randint(0, 99),
-            num_heads=rng.choice([2, 3]),
-            head_size=rng.choice([4, 6]),
-        )
-        gen = torch.Generator().manual_seed(rng.randint(0, 999))
-        shape = (rng.randint(1, 3), rng.randint(2, 9))
-        ids = torch.randint(1, 100, shape, generator=gen)
-        _expect_pooler(fn, model, ids)
+        with verdicts:
+            model = models.tiny_bert(
+                seed=rng.randint(0, 99),
+                num_heads=rng.choice([2, 3]),
+                head_size=rng.choice([4, 6]),
+            )
+            gen = torch.Generator().manual_seed(rng.randint(0, 999))
+            shape = (rng.randint(1, 3), rng.randint(2, 9))
+            ids = torch.randint(1, 100, shape, generator=gen)
+            _expect_pooler(fn, model, ids)
+    verdicts.fail_if_any()
 
 
 def _expect_keys(fn, model) -> None:

@@ -15,6 +15,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import SAMPLE_TEXTS, call, expect_close, fail
+from .calls import CaseVerdicts
 
 TRANSPOSED = N_(
     "the heatmap is transposed: rows (y axis) are queries and columns (x "
@@ -129,10 +130,13 @@ def heatmap_given_ax(fn) -> None:
 
 def heatmap_random(fn, seed: int) -> None:
     """Other sizes and tokens."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i in range(3):
-        probs, tokens = _probs_tokens(seed + i, rng.randint(2, 14))
-        _expect_heatmap(fn, probs, tokens, given_ax=bool(i % 2))
+        with verdicts:
+            probs, tokens = _probs_tokens(seed + i, rng.randint(2, 14))
+            _expect_heatmap(fn, probs, tokens, given_ax=bool(i % 2))
+    verdicts.fail_if_any()
 
 
 def _expect_top(fn, probs, tokens, *, q: int, k: int) -> None:
@@ -175,11 +179,14 @@ def top_attended_small(fn) -> None:
 
 def top_attended_random(fn, seed: int) -> None:
     """Other sizes, queries and k."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i in range(5):
-        T = rng.randint(2, 12)
-        probs, tokens = _probs_tokens(seed + i, T)
-        _expect_top(fn, probs, tokens, q=rng.randrange(T), k=rng.randint(1, T))
+        with verdicts:
+            T = rng.randint(2, 12)
+            probs, tokens = _probs_tokens(seed + i, T)
+            _expect_top(fn, probs, tokens, q=rng.randrange(T), k=rng.randint(1, T))
+    verdicts.fail_if_any()
 
 
 def _prev_score(attentions) -> torch.Tensor:
@@ -250,15 +257,19 @@ def previous_token_heads_model(fn) -> None:
 
 def previous_token_heads_random(fn, seed: int) -> None:
     """Synthetic attentions with planted previous-token, self and next-token heads."""
+    verdicts = CaseVerdicts()
     g = torch.Generator().manual_seed(seed)
     L, H, T = 3, 4, 7
     attentions = []
     for layer in range(L):
-        probs = torch.softmax(torch.randn(2, H, T, T, generator=g), -1)
-        for head in range(H):  # planted heads: previous token, itself, next token
-            shift = (-1, 0, 1)[(layer + head + seed) % 3]
-            planted = torch.eye(T).roll(shift, dims=1)
-            probs[:, head] = 0.1 * probs[:, head] + 0.9 * planted
-        attentions.append(probs)
+        with verdicts:
+            probs = torch.softmax(torch.randn(2, H, T, T, generator=g), -1)
+            for head in range(H):  # planted heads: previous token, itself, next token
+                shift = (-1, 0, 1)[(layer + head + seed) % 3]
+                planted = torch.eye(T).roll(shift, dims=1)
+                probs[:, head] = 0.1 * probs[:, head] + 0.9 * planted
+            attentions.append(probs)
     for threshold in (0.2, 0.6):
-        _expect_prev(fn, tuple(attentions), threshold)
+        with verdicts:
+            _expect_prev(fn, tuple(attentions), threshold)
+    verdicts.fail_if_any()

@@ -18,7 +18,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, equal, expect_close, expect_shape, fail, forbid
-from .calls import call_naming
+from .calls import CaseVerdicts, call_naming
 from .compare import expect_bool_mask
 
 POSITIONS_FROM_1 = N_(
@@ -143,11 +143,14 @@ ODD_WIDTHS = (3, 5, 7, 33)
 def sinusoidal_random(fn, seed: int) -> None:
     """Other lengths and widths, an odd width always among them (last: a mistake
     that shows at every width is named first)."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     widths = [rng.choice(FIRST_WIDTHS), rng.choice(EVEN_WIDTHS)]
     widths += [rng.choice(EVEN_WIDTHS), rng.choice(ODD_WIDTHS)]
     for d_model in widths:
-        _expect_pe(fn, rng.randint(1, 200), d_model)
+        with verdicts:
+            _expect_pe(fn, rng.randint(1, 200), d_model)
+    verdicts.fail_if_any()
 
 
 class AddPositions(torch.nn.Module):
@@ -254,34 +257,37 @@ def permutation_check_positions(fn) -> None:
 
 def permutation_check_random(fn, seed: int) -> None:
     """Other layers, sizes and permutations (the identity included)."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
     for i in range(3):
-        heads = rng.choice([1, 2, 4])
-        # 12+ tokens: reordering them changes float sums, so exact equality fails
-        layer, T = _bert_layer(seed + i, heads), rng.randint(12, 20)
-        size = (rng.randint(1, 3), T, heads * 8)
-        hidden = torch.randn(size, generator=g, dtype=PERM_DTYPE) * 0.5
-        perm = torch.randperm(T, generator=g)
-        while equal(perm, torch.arange(T)):
+        with verdicts:
+            heads = rng.choice([1, 2, 4])
+            # 12+ tokens: reordering them changes float sums, so exact equality fails
+            layer, T = _bert_layer(seed + i, heads), rng.randint(12, 20)
+            size = (rng.randint(1, 3), T, heads * 8)
+            hidden = torch.randn(size, generator=g, dtype=PERM_DTYPE) * 0.5
             perm = torch.randperm(T, generator=g)
-        _expect_perm(fn, layer, hidden, perm, truth=True, what=say("a BERT layer"))
-        _expect_perm(
-            fn,
-            AddPositions(layer, heads * 8),
-            hidden,
-            perm,
-            truth=False,
-            what=say("a layer that adds positions"),
-        )
-        _expect_perm(
-            fn,
-            AddPositions(layer, heads * 8),
-            hidden,
-            torch.arange(T),
-            truth=True,
-            what=say("the identity permutation"),
-        )
+            while equal(perm, torch.arange(T)):
+                perm = torch.randperm(T, generator=g)
+            _expect_perm(fn, layer, hidden, perm, truth=True, what=say("a BERT layer"))
+            _expect_perm(
+                fn,
+                AddPositions(layer, heads * 8),
+                hidden,
+                perm,
+                truth=False,
+                what=say("a layer that adds positions"),
+            )
+            _expect_perm(
+                fn,
+                AddPositions(layer, heads * 8),
+                hidden,
+                torch.arange(T),
+                truth=True,
+                what=say("the identity permutation"),
+            )
+    verdicts.fail_if_any()
 
 
 # --- the masks: the causal mask and causal attention ----------------------------------
@@ -331,8 +337,11 @@ def causal_mask_small(fn) -> None:
 
 def causal_mask_random(fn, seed: int) -> None:
     """Other lengths, 1 included."""
+    verdicts = CaseVerdicts()
     for T in (1, 2, 7, 1 + seed % 13):
-        _expect_causal(fn, T)
+        with verdicts:
+            _expect_causal(fn, T)
+    verdicts.fail_if_any()
 
 
 def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
@@ -441,9 +450,12 @@ def causal_attention_context(fn) -> None:
 def causal_attention_random(fn, seed: int) -> None:
     """Other shapes: two batch dims, one, none (an unbatched (T, d) input), then
     drawn ones."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     counts = [*BATCH_DIMS, rng.randint(0, 2)]
     for i, count in enumerate(counts):
-        shape = [rng.randint(1, 3) for _ in range(count)]
-        shape += [rng.randint(1, 8), rng.choice([2, 16])]
-        _expect_causal_attention(fn, *_qkv(seed + i, *shape), part="all")
+        with verdicts:
+            shape = [rng.randint(1, 3) for _ in range(count)]
+            shape += [rng.randint(1, 8), rng.choice([2, 16])]
+            _expect_causal_attention(fn, *_qkv(seed + i, *shape), part="all")
+    verdicts.fail_if_any()

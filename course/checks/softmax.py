@@ -29,6 +29,7 @@ from . import (
     fail,
     softmax_forbidden,
 )
+from .calls import CaseVerdicts
 from .compare import fail_mistaken
 from .oracles import LAST_DIM, sample_qk
 
@@ -102,18 +103,24 @@ def softmax_stable(fn) -> None:
 
 def softmax_random(fn, seed: int) -> None:
     """Other shapes and other dims, float32 and float64, big and small scores."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     for i in range(6):  # each scale twice; every other draw: a matrix over dim -1
-        if i % 2 == 0:
-            shape, dim = [rng.randint(2, 5) for _ in range(rng.randint(2, 4))], -1
-        elif i == 1:  # a dim before the last, longer than 1: a fixed dim -1 shows
-            shape, dim = [rng.randint(2, 5) for _ in range(3)], rng.choice([0, 1, -2])
-        else:
-            shape = [rng.randint(1, 5) for _ in range(rng.randint(1, 4))]
-            dim = rng.randrange(-len(shape), len(shape))
-        x = torch.randn(*shape, generator=gen) * (1.0, 30.0, 3e4)[i % 3]
-        _expect_softmax(fn, x if rng.random() < 0.5 else x.double(), dim)
+        with verdicts:
+            if i % 2 == 0:
+                shape, dim = [rng.randint(2, 5) for _ in range(rng.randint(2, 4))], -1
+            elif i == 1:  # a dim before the last, longer than 1: a fixed dim -1 shows
+                shape, dim = (
+                    [rng.randint(2, 5) for _ in range(3)],
+                    rng.choice([0, 1, -2]),
+                )
+            else:
+                shape = [rng.randint(1, 5) for _ in range(rng.randint(1, 4))]
+                dim = rng.randrange(-len(shape), len(shape))
+            x = torch.randn(*shape, generator=gen) * (1.0, 30.0, 3e4)[i % 3]
+            _expect_softmax(fn, x if rng.random() < 0.5 else x.double(), dim)
+    verdicts.fail_if_any()
 
 
 def _wrong_weights(Q, K, s) -> dict:
@@ -181,19 +188,22 @@ def attention_weights_values(fn) -> None:
 
 def attention_weights_random(fn, seed: int) -> None:
     """Other shapes, batch sizes and head sizes."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i in range(4):
-        _expect_weights(
-            fn,
-            *_random_qk(
-                seed + i,
-                B=rng.randint(2, 3),
-                H=rng.randint(2, 4),
-                Tq=rng.randint(2, 6),
-                Tk=rng.randint(2, 6),
-                d=rng.choice([8, 16, 64]),
-            ),
-        )
+        with verdicts:
+            _expect_weights(
+                fn,
+                *_random_qk(
+                    seed + i,
+                    B=rng.randint(2, 3),
+                    H=rng.randint(2, 4),
+                    Tq=rng.randint(2, 6),
+                    Tk=rng.randint(2, 6),
+                    d=rng.choice([8, 16, 64]),
+                ),
+            )
+    verdicts.fail_if_any()
 
 
 # --- the scaling: attention_scores, and dot_product_std (why divide) ------------------
@@ -298,21 +308,27 @@ def attention_scores_values(fn) -> None:
 
 def attention_scores_random(fn, seed: int) -> None:
     """Other batch shapes, head sizes and lengths."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i in range(4):
-        _expect_scores(
-            fn,
-            *_random_qk(
-                seed + i,
-                B=rng.randint(1, 2),
-                H=rng.randint(2, 4),  # H != d and H > 1: every mistake looks different
-                Tq=rng.randint(1, 6),
-                Tk=rng.randint(1, 6),
-                d=rng.choice([8, 16, 64]),
-            ),
-        )
+        with verdicts:
+            _expect_scores(
+                fn,
+                *_random_qk(
+                    seed + i,
+                    B=rng.randint(1, 2),
+                    H=rng.randint(
+                        2, 4
+                    ),  # H != d and H > 1: every mistake looks different
+                    Tq=rng.randint(1, 6),
+                    Tk=rng.randint(1, 6),
+                    d=rng.choice([8, 16, 64]),
+                ),
+            )
     Q, K = _random_qk(seed, B=1, H=1, Tq=5, Tk=5, d=8)
-    _expect_scores(fn, Q[0, 0], K[0, 0])  # no batch dims at all
+    with verdicts:
+        _expect_scores(fn, Q[0, 0], K[0, 0])  # no batch dims at all
+    verdicts.fail_if_any()
 
 
 def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
@@ -371,5 +387,8 @@ def dot_product_std_values(fn) -> None:
 def dot_product_std_random(fn, seed: int) -> None:
     """Other head sizes and seeds, reproducible per seed (d_k = 1 last: there a
     variance and a standard deviation are both 1)."""
+    verdicts = CaseVerdicts()
     for d_k in (5, 32, 300, 1):
-        _expect_std(fn, d_k, 20000, seed + d_k)
+        with verdicts:
+            _expect_std(fn, d_k, 20000, seed + d_k)
+    verdicts.fail_if_any()

@@ -15,6 +15,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail
+from .calls import CaseVerdicts
 from .oracles import sample_qk
 
 NO_TRANSPOSE = N_(
@@ -153,8 +154,11 @@ def _random_shapes(seed: int, n: int = 5):
 
 def split_heads_random(fn, seed: int) -> None:
     """Other batch sizes, lengths, head counts and sizes."""
+    verdicts = CaseVerdicts()
     for gen, B, T, H, d in _random_shapes(seed):
-        _expect_split(fn, torch.randn(B, T, H * d, generator=gen), H)
+        with verdicts:
+            _expect_split(fn, torch.randn(B, T, H * d, generator=gen), H)
+    verdicts.fail_if_any()
 
 
 def merge_heads_shape(fn) -> None:
@@ -187,5 +191,8 @@ def merge_heads_values(fn) -> None:
 
 def merge_heads_random(fn, seed: int) -> None:
     """Other shapes; inputs laid out as (B, H, T, d) in memory, like probs @ V."""
+    verdicts = CaseVerdicts()
     for gen, B, T, H, d in _random_shapes(seed):
-        _expect_merge(fn, torch.randn(B, H, T, d, generator=gen))
+        with verdicts:
+            _expect_merge(fn, torch.randn(B, H, T, d, generator=gen))
+    verdicts.fail_if_any()

@@ -21,6 +21,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_shape, fail, forbid
+from .calls import CaseVerdicts
 from .oracles import NO_SCALE
 
 BUILD = N_(
@@ -122,25 +123,30 @@ def mhsa_mask(cls) -> None:
 
 def mhsa_random(cls, seed: int) -> None:
     """Other widths, head counts, batches, lengths and masks."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i in range(4):
-        heads = rng.choice([1, 2, 3, 4])
-        if i == 0 and heads == 1:  # one head shows no merge mistake: the first does
-            heads = 2
-        # The first two are masked and longer than one token, whatever the seed:
-        # a mask read the wrong way round must show.
-        kind = (
-            ("causal", "batch")[i] if i < 2 else rng.choice([None, "causal", "batch"])
-        )
-        _expect_attention(
-            cls,
-            d_model=heads * rng.choice([2, 8]),
-            heads=heads,
-            B=rng.randint(1, 3),
-            T=rng.randint(2, 7),
-            mask_kind=kind,
-            seed=seed + i,
-        )
+        with verdicts:
+            heads = rng.choice([1, 2, 3, 4])
+            if i == 0 and heads == 1:  # one head shows no merge mistake: the first does
+                heads = 2
+            # The first two are masked and longer than one token, whatever the seed:
+            # a mask read the wrong way round must show.
+            kind = (
+                ("causal", "batch")[i]
+                if i < 2
+                else rng.choice([None, "causal", "batch"])
+            )
+            _expect_attention(
+                cls,
+                d_model=heads * rng.choice([2, 8]),
+                heads=heads,
+                B=rng.randint(1, 3),
+                T=rng.randint(2, 7),
+                mask_kind=kind,
+                seed=seed + i,
+            )
+    verdicts.fail_if_any()
 
 
 def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) -> None:
@@ -223,22 +229,27 @@ def block_pre_ln(cls) -> None:
 
 def block_random(cls, seed: int) -> None:
     """Other sizes, both norm_first settings, with and without masks."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i in range(4):
-        heads = rng.choice([1, 2, 4])
-        if i == 0 and heads == 1:  # an attention mistake across heads shows here too
-            heads = 2
-        _expect_block(  # both norm_first settings, each with and without a mask
-            cls,
-            d_model=heads * 8,
-            heads=heads,
-            d_ff=rng.choice([16, 48]),
-            norm_first=i % 2 == 0,
-            B=rng.randint(1, 3),
-            T=rng.randint(2, 7),
-            masked=i < 2,
-            seed=seed + i,
-        )
+        with verdicts:
+            heads = rng.choice([1, 2, 4])
+            if (
+                i == 0 and heads == 1
+            ):  # an attention mistake across heads shows here too
+                heads = 2
+            _expect_block(  # both norm_first settings, each with and without a mask
+                cls,
+                d_model=heads * 8,
+                heads=heads,
+                d_ff=rng.choice([16, 48]),
+                norm_first=i % 2 == 0,
+                B=rng.randint(1, 3),
+                T=rng.randint(2, 7),
+                masked=i < 2,
+                seed=seed + i,
+            )
+    verdicts.fail_if_any()
 
 
 # --- what the checks compare against: torch's modules with the student's weights ------
@@ -514,11 +525,14 @@ def attention_memory_small(fn) -> None:
 
 def attention_memory_random(fn, seed: int) -> None:
     """Other sizes and dtypes."""
+    verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for _ in range(4):
-        heads = rng.randint(1, 16)
-        # T > H: with T == H, forgetting the heads and growing linearly in T give
-        # the same number, and the verdict could not say which.
-        T = rng.randint(heads + 1, 200)
-        B, nbytes = rng.randint(1, 4), rng.choice([2, 4, 8])
-        _expect_memory(fn, B=B, H=heads, T=T, nbytes=nbytes)
+        with verdicts:
+            heads = rng.randint(1, 16)
+            # T > H: with T == H, forgetting the heads and growing linearly in T give
+            # the same number, and the verdict could not say which.
+            T = rng.randint(heads + 1, 200)
+            B, nbytes = rng.randint(1, 4), rng.choice([2, 4, 8])
+            _expect_memory(fn, B=B, H=heads, T=T, nbytes=nbytes)
+    verdicts.fail_if_any()

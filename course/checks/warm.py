@@ -1,6 +1,6 @@
 """The oracle runs every visible test asks for, made once before any test.
 
-A zygote (:mod:`course.grading.zygote`) calls :func:`warm_up` before it forks: no
+A zygote (:mod:`course.grading.kernel.zygote`) calls :func:`warm_up` before it forks: no
 kernel or grader it forks runs them again (each was 10-25 ms, twice per test: in
 the kernel and in the judge).
 """

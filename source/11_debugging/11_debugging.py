@@ -31,7 +31,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from course import data, models
-from course.checks import chunked as memory_check
 from course.checks import debugging as check
 
 model, tokenizer = models.load()
@@ -541,20 +540,20 @@ print(
 
 # %% test="test_chunked_attention_values" points=1
 """Equal to full attention; blocks that do not divide Tk evenly."""
-memory_check.chunked_attention_values(chunked_attention)
+check.chunked_attention_values(chunked_attention)
 
 # %% test="test_chunked_attention_mask" points=1
 """With a bool mask (True = may attend), also a causal one."""
-memory_check.chunked_attention_mask(chunked_attention)
+check.chunked_attention_mask(chunked_attention)
 
 # %% test="test_chunked_attention_memory" points=1
 """No tensor as large as a whole (Tq, Tk) score matrix is made."""
-memory_check.chunked_attention_memory(chunked_attention)
+check.chunked_attention_memory(chunked_attention)
 
 # %% test="test_chunked_attention_random" points=2
 """Random shapes, chunk sizes, masks and dtypes."""
 ### BEGIN HIDDEN TESTS
-memory_check.chunked_attention_random(chunked_attention, seed=1125)
+check.chunked_attention_random(chunked_attention, seed=1125)
 ### END HIDDEN TESTS
 
 # %% [markdown] task="diagnose_memory" points=1

@@ -11,7 +11,7 @@
 #
 # BERT reads a whole text at once. A decoder writes one: it predicts a token,
 # appends it, and predicts the next, each step attending over everything written
-# so far. Three pieces of attention make that work, and this notebook writes each
+# so far. Four pieces make that work, and this notebook writes each
 # by hand and checks it against transformers' own models:
 #
 # | piece | what it does | your code |

@@ -1,13 +1,13 @@
-"""course.checks.chunked: the memory check sees a whole (Tq, Tk) matrix whatever
-code builds it, and passes a blockwise answer; its oracle is torch's fused
-attention."""
+"""course.checks.debugging, chunked attention: the memory check sees a whole
+(Tq, Tk) matrix whatever code builds it, and passes a blockwise answer; its oracle
+is torch's fused attention."""
 
 import math
 
 import pytest
 import torch
 
-from course.checks import CheckFailed, chunked
+from course.checks import CheckFailed, debugging
 
 WHOLE = {
     "@": lambda Q, K, V, c, mask=None: (
@@ -32,7 +32,7 @@ WHOLE = {
 @pytest.mark.parametrize("form", sorted(WHOLE))
 def test_a_whole_score_matrix_fails_in_any_form(form):
     with pytest.raises(CheckFailed, match="as large as the whole score matrix"):
-        chunked.chunked_attention_memory(WHOLE[form])
+        debugging.chunked_attention_memory(WHOLE[form])
 
 
 def _blockwise(Q, K, V, c, mask=None):
@@ -52,8 +52,8 @@ def _blockwise(Q, K, V, c, mask=None):
 
 
 def test_a_blockwise_answer_passes_values_and_memory():
-    chunked.chunked_attention_values(_blockwise)
-    chunked.chunked_attention_memory(_blockwise)
+    debugging.chunked_attention_values(_blockwise)
+    debugging.chunked_attention_memory(_blockwise)
 
 
 def test_the_oracle_is_softmax_attention():
@@ -64,4 +64,4 @@ def test_the_oracle_is_softmax_attention():
     mask = torch.rand(2, 3, 5, generator=gen) < 0.5
     mask[..., 0] = True
     s = (Q @ K.mT / 2).masked_fill(~mask, -math.inf)
-    assert torch.allclose(chunked.oracle(Q, K, V, mask), s.softmax(-1) @ V)
+    assert torch.allclose(debugging.oracle(Q, K, V, mask), s.softmax(-1) @ V)
