@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import hintbook, hubhints, progress
+from .graded import nbgrader_runs
 from .i18n import language, sentences, tell
 from .work import home
 
 ENV = "COURSE_HINTS"
-NBGRADER_ENV = "NBGRADER_EXECUTION"  # set while nbgrader validates or grades
 POLICIES = ("on-request", "after-failure")
 
 
@@ -89,7 +89,7 @@ def hint(
     source : str
         Who asks, as recorded: ``kernel`` (a notebook) or ``cli``.
     """
-    if os.environ.get(NBGRADER_ENV):  # Validate, or a grader: no request counts
+    if nbgrader_runs():  # Validate, or a grader: no request counts
         return Hint(
             exercise or "",
             tell("No hint while nbgrader runs the notebook."),

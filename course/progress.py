@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 import html
 import math
-import os
 import sqlite3
 import time
 from pathlib import Path
 
 from . import hintbook
+from .graded import nbgrader_runs
 from .i18n import N_, language, mistakes_of, tell
 from .work import RECORD, home
 
@@ -122,15 +122,13 @@ def _say_below(sentence: str) -> None:
 
 def watch(shell=None) -> bool:
     """Record this kernel's exercise cells (once; not while nbgrader grades)."""
-    from .checks.evidence import ENV as GRADING
-
     if shell is None:
         try:
             from IPython import get_ipython
         except ImportError:
             return False
         shell = get_ipython()
-    if shell is None or os.environ.get(GRADING) or getattr(shell, "_course_watch", 0):
+    if shell is None or nbgrader_runs() or getattr(shell, "_course_watch", 0):
         return False
     shell.events.register("post_run_cell", on_cell)
     shell._course_watch = True

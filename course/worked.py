@@ -27,13 +27,12 @@ import base64
 import hashlib
 import html
 import json
-import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import hintbook, progress
-from .hints import NBGRADER_ENV
+from .graded import nbgrader_runs
 from .i18n import N_, language, tell
 from .work import home
 
@@ -144,7 +143,7 @@ def worked(item: str, *, work: Path | None = None, lang: str | None = None) -> W
         Shown, or with the sentence that says what to do first.
     """
     lang = language(lang)
-    if os.environ.get(NBGRADER_ENV):
+    if nbgrader_runs():
         return Worked(item, tell("No worked answer while nbgrader runs."), "", False)
     try:
         answers = _answers(lang)

@@ -229,23 +229,11 @@ def unix_accounts(names: list[str], homes: Path, password: str):
     try:
         for name in names:
             home = homes / name
-            subprocess.run(
-                [
-                    "useradd",
-                    "--create-home",
-                    "--home-dir",
-                    home,
-                    "--shell",
-                    "/bin/bash",
-                    name,
-                ],  # fmt: skip
-                check=True,
-                capture_output=True,
-            )
+            argv = ["useradd", "--create-home", "--home-dir", str(home),
+                    "--shell", "/bin/bash", name]  # fmt: skip
+            _accounts_tool(argv)
             made[name] = home
-            subprocess.run(
-                ["chpasswd"], input=f"{name}:{password}", text=True, check=True
-            )
+            _accounts_tool(["chpasswd"], stdin=f"{name}:{password}")
         yield made
     finally:
         _remove_accounts(list(made))
@@ -263,7 +251,20 @@ def _remove_accounts(names: list[str]) -> None:
     """End every process of these accounts and delete them (quietly if absent)."""
     for name in names:
         subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        _accounts_tool(["userdel", "--remove", name], check=False)
+
+
+def _accounts_tool(argv: list[str], *, stdin: str = "", check: bool = True) -> None:
+    """Run ``useradd``, ``chpasswd`` or ``userdel``; again while another test's
+    run of one of them holds /etc/passwd's lock (tests of two xdist workers make
+    and remove accounts at the same time)."""
+    for _ in range(100):
+        proc = subprocess.run(argv, input=stdin, text=True, capture_output=True)
+        if "lock" not in proc.stderr.lower():
+            break
+        time.sleep(0.1)
+    if check and proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, argv, stderr=proc.stderr)
 
 
 @contextlib.contextmanager

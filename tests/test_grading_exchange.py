@@ -26,7 +26,11 @@ import services
 from course import grading
 from course.grading.hub.exchange import TIME_FORMAT
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="makes Unix accounts")
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="makes Unix accounts"),
+    # every test makes and removes the same two accounts: one worker runs them all
+    pytest.mark.xdist_group("exchange"),
+]
 
 ANA, MAL = "xch-ana", "xch-mal"
 A01 = "01_config"

@@ -6,6 +6,7 @@ so a cycle hidden in a function body counts too.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,33 @@ def test_the_architecture_names_every_part_of_the_grader():
     modules -= {p.stem for p in (GRADING / "steps" / "scan").glob("*.py")}
     assert len(modules) > 30
     assert {m for m in modules if f"`{m}`" not in doc} == set()
+
+
+def _homes(doc: str) -> list[str]:
+    """The paths (``grading/cells.py``, ``checks/oracles.py``) in the second column
+    of docs/architecture.md's table "One home per rule"."""
+    table = doc.split("## One home per rule", 1)[1].split("\n\n")[2]
+    rows = [line.split("|")[2] for line in table.splitlines()[2:]]
+    return [p for row in rows for p in re.findall(r"`([\w/<>]+\.(?:py|toml))`", row)]
+
+
+def _missing(doc: str) -> list[str]:
+    """The homes of ``doc``'s table that are no file of the course or repository."""
+    where = (ROOT, ROOT.parent)  # course/..., or the repository's own files
+    return [
+        h
+        for h in _homes(doc)
+        if "<" not in h and not any((base / h).is_file() for base in where)
+    ]
+
+
+def test_every_rule_s_home_in_the_architecture_exists():
+    doc = (ROOT.parent / "docs" / "architecture.md").read_text("utf-8")
+    assert len(_homes(doc)) >= 10
+    assert _missing(doc) == []
+
+
+def test_a_home_that_moved_is_found():
+    """The control: a row naming a module that does not exist is reported."""
+    doc = "## One home per rule\n\nx\n\n| a | b |\n|---|---|\n| r | `gone/away.py` |\n"
+    assert _missing(doc) == ["gone/away.py"]

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from harness import reference_answers
 
-from course import grading, hintbook, i18n, progress, worked
+from course import graded, grading, hintbook, i18n, progress, worked
 from course.grading import cells
 from course.grading.hub import private
 
@@ -20,7 +20,7 @@ TASK = "why_last_dim"
 @pytest.fixture
 def work(tmp_path, monkeypatch):
     """A work folder holding the released notebook of ``A``."""
-    monkeypatch.delenv(worked.NBGRADER_ENV, raising=False)
+    monkeypatch.delenv(graded.NBGRADER, raising=False)
     monkeypatch.setenv("COURSE_LANG", "en")
     shutil.copytree(grading.ROOT / "release" / A, tmp_path / A)
     return tmp_path
@@ -88,7 +88,7 @@ def test_nothing_while_nbgrader_runs(work, monkeypatch):
     store = progress.Store(work, source="kernel")
     for test in _tests_of("softmax"):
         store.record(A, "softmax", "pass", test=test)
-    monkeypatch.setenv(worked.NBGRADER_ENV, "1")
+    monkeypatch.setenv(graded.NBGRADER, "1")
     got = worked.worked("softmax", work=work)
     assert not got.shown and got.text == "" and "nbgrader" in got.title
 

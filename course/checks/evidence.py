@@ -25,6 +25,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from ..graded import EVIDENCE as ENV
 from .codec import (
     MAX_ELEMENTS,
     Missing,
@@ -40,7 +41,6 @@ from .codec import (
 )
 
 MIME = "application/vnd.course.evidence+json"
-ENV = "COURSE_EVIDENCE"
 
 __all__ = ["ENV", "MAX_ELEMENTS", "MIME", "Log", "Missing", "Opaque", "Raised"]
 __all__ += ["Recorded", "Returned", "decode", "digest", "encode", "invoke"]

@@ -29,7 +29,7 @@ from . import (
     random_tiny_bert,
 )
 from .calls import CaseVerdicts
-from .oracles import own_copy
+from .oracles import Case, own_copy
 
 
 def _expect_embeddings(fn, case: Case) -> None:
@@ -99,16 +99,16 @@ def embeddings_forward_random(fn, seed: int) -> None:
 
 
 def _expect_attention_block(fn, case: Case, masked: bool) -> None:
-    att = case.layer.attention
+    att = case.block.attention
     args = (case.hidden.clone(), att) + ((case.mask,) if masked else ())
     with forbid(blocked(att, att.self, att.output), BY_HAND):
         got = twice(fn, args, "attention_block")
     h, out = case.hidden, att.output
     with torch.no_grad():
-        sub = out.dense(case.context(h))
+        sub = out.dense(case.context_of(h))
         diagnose = {
             SCALED: out.LayerNorm(sub / _keep(case) + h),
-            PRE_LN: h + out.dense(case.context(out.LayerNorm(h))),
+            PRE_LN: h + out.dense(case.context_of(out.LayerNorm(h))),
             AFTER_LN: out.LayerNorm(sub) + h,
             NO_RESIDUAL: out.LayerNorm(sub),
         }
@@ -147,7 +147,7 @@ def _keep(case: Case) -> float:
 
 
 def _expect_feed_forward(fn, case: Case) -> None:
-    layer, x = case.layer, case.attn_out
+    layer, x = case.block, case.attn_out
     with forbid(blocked(layer, layer.intermediate, layer.output), BY_HAND):
         got = twice(fn, (x.clone(), layer), "feed_forward")
     with torch.no_grad():
@@ -200,14 +200,14 @@ def _layer_modules(layer):
 
 
 def _expect_layer(fn, case: Case, masked: bool) -> None:
-    args = (case.hidden.clone(), case.layer) + ((case.mask,) if masked else ())
-    with forbid(blocked(*_layer_modules(case.layer)), BY_HAND):
+    args = (case.hidden.clone(), case.block) + ((case.mask,) if masked else ())
+    with forbid(blocked(*_layer_modules(case.block)), BY_HAND):
         got = twice(fn, args, "bert_layer")
     expect_shape(got, case.after.shape, "bert_layer(...)", "(B, T, D).")
-    a, out = case.attn_out, case.layer.output
+    a, out = case.attn_out, case.block.output
     with torch.no_grad():  # the attention block right, the feed-forward's sum not
         no_ff_residual = out.LayerNorm(
-            out.dense(F.gelu(case.layer.intermediate.dense(a)))
+            out.dense(F.gelu(case.block.intermediate.dense(a)))
         )
     expect_close(
         got,
@@ -389,35 +389,6 @@ def blocked(*modules) -> list:
     return [(m, "forward") for m in modules] + [(F, "scaled_dot_product_attention")]
 
 
-class Case:
-    """The model's own intermediate values for one layer and batch."""
-
-    def __init__(self, model, layer: int, ids, types, mask):
-        self.model, self.ids, self.types, self.mask = model, ids, types, mask
-        self.layer = model.encoder.layer[layer]
-        seen = {}
-
-        def keep(_m, _i, output) -> None:
-            seen["attn"] = output[0] if isinstance(output, tuple) else output
-
-        hook = self.layer.attention.register_forward_hook(keep)
-        with torch.no_grad():
-            out = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
-        hook.remove()
-        self.states = out.hidden_states
-        self.hidden, self.after = out.hidden_states[layer], out.hidden_states[layer + 1]
-        self.attn_out = seen["attn"]  # (B, T, D): after the attention block
-        self.ext = (1.0 - mask[:, None, None, :].float()) * torch.finfo(
-            torch.float32
-        ).min
-
-    def context(self, x):
-        """Self-attention context (before the output dense) of input x."""
-        with torch.no_grad():
-            out = self.layer.attention.self(x, attention_mask=self.ext)
-        return out[0] if isinstance(out, tuple) else out
-
-
 # Unpadded visible tests run on the sentence pair (token types 0 and 1), then on the
 # sample text, so that an answer fitted to one input cannot pass them.
 UNPADDED = (data.SENTENCE_PAIR, (data.SAMPLE_TEXT,))
@@ -440,8 +411,8 @@ def _course_case(padded: bool, layer: int, texts: tuple) -> Case:
         models.oracle_model(),
         layer,
         enc["input_ids"],
-        enc["token_type_ids"],
         enc["attention_mask"],
+        types=enc["token_type_ids"],
     )
 
 
@@ -450,9 +421,8 @@ def random_cases(seed: int, n: int = 3, fewest_layers: int = 1):
     for _ in range(n):
         model = random_tiny_bert(rng, heads=(1, 2, 4), fewest_layers=fewest_layers)
         ids, types, mask = random_batch(rng, token_types=True)
-        yield Case(
-            model, rng.randrange(model.config.num_hidden_layers), ids, types, mask
-        )
+        layer = rng.randrange(model.config.num_hidden_layers)
+        yield Case(model, layer, ids, mask, types=types)
 
 
 def twice(fn, args, name):

@@ -99,26 +99,74 @@ def eager_attention(
 
 
 class Case:
-    """One oracle run: a model, a layer, a batch and what the model computed."""
+    """One oracle run: a BERT, one of its layers, a batch, and what the model
+    itself computed there (the one oracle case of every check).
 
-    def __init__(self, model, layer: int, input_ids, attention_mask):
+    Parameters
+    ----------
+    model : transformers.BertModel
+        Run in eval mode with ``output_hidden_states`` and ``output_attentions``.
+    layer : int
+        The layer whose values are kept.
+    ids, mask : torch.Tensor
+        ``(B, T)`` token ids and attention mask (1: a token, 0: padding).
+    types : torch.Tensor, optional
+        ``(B, T)`` token type ids (the model's default: all 0).
+
+    Attributes
+    ----------
+    block : the layer's module (``model.encoder.layer[layer]``); ``self_attn``:
+    its self-attention. ``states``: every hidden state; ``hidden`` and ``after``:
+    the layer's input and output ``(B, T, D)``; ``probs``: its attention
+    probabilities ``(B, H, T, T)``; ``context``: the self-attention's output
+    ``(B, T, D)``; ``attn_out``: the attention block's (after its output dense,
+    residual and LayerNorm).
+    """
+
+    def __init__(self, model, layer: int, ids, mask, types=None):
         self.model, self.layer = model, layer
-        self.mask = attention_mask
-        self.self_attn = model.encoder.layer[layer].attention.self
+        self.ids, self.types, self.mask = ids, types, mask
+        self.block = model.encoder.layer[layer]
+        self.self_attn = self.block.attention.self
         seen = {}
 
-        def keep(_module, _inputs, output) -> None:  # returns None: output unchanged
-            seen["ctx"] = output[0]
+        def keep(name):
+            def hook(_module, _inputs, output) -> None:  # None: output unchanged
+                seen[name] = output[0] if isinstance(output, tuple) else output
 
-        hook = self.self_attn.register_forward_hook(keep)
+            return hook
+
+        hooks = [
+            self.self_attn.register_forward_hook(keep("context")),
+            self.block.attention.register_forward_hook(keep("attention")),
+        ]
         with torch.no_grad():
-            out = model(input_ids=input_ids, attention_mask=attention_mask)
-        hook.remove()
+            out = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        for hook in hooks:
+            hook.remove()
+        self.states = out.hidden_states
         self.hidden = out.hidden_states[layer]  # (B, T, D)
+        self.after = out.hidden_states[layer + 1]  # (B, T, D)
         self.probs = out.attentions[layer]  # (B, H, T, T)
-        self.context = seen["ctx"]  # (B, T, D)
+        self.context = seen["context"]  # (B, T, D)
+        self.attn_out = seen["attention"]  # (B, T, D)
         c = model.config
         self.H, self.d = c.num_attention_heads, c.hidden_size // c.num_attention_heads
+
+    @property
+    def ext(self) -> torch.Tensor:
+        """The mask as BERT's layers take it: ``(B, 1, 1, T)``, 0 or float32's
+        minimum."""
+        return (1.0 - self.mask[:, None, None, :].float()) * torch.finfo(
+            torch.float32
+        ).min
+
+    def context_of(self, x: torch.Tensor) -> torch.Tensor:
+        """The layer's self-attention output (before its output dense) of ``x``
+        ``(B, T, D)``, with this case's mask."""
+        with torch.no_grad():
+            out = self.self_attn(x, attention_mask=self.ext)
+        return out[0] if isinstance(out, tuple) else out
 
     def qkv(self, head: int | None = None):
         """Q, K, V as (B, H, T, d), or (B, T, d) for one head (from the linears)."""
