@@ -42,6 +42,12 @@ MULTIPLIED = N_(
     "weight. Add a large negative number at the padded keys instead.",
     mistake="mask-multiplied",
 )
+INVERTED = N_(
+    "the mask is the wrong way round: the real tokens got the large negative "
+    "number and the padding kept its scores. Padding is where attention_mask is "
+    "0: add (1 - mask) * -10000 (or the dtype's min).",
+    mistake="padding-mask-inverted",
+)
 ON_K = N_(
     "the attention probabilities were applied to K instead of V: context = probs @ V.",
     mistake="probs-k",
@@ -72,6 +78,12 @@ def wrong_probs(case: Case, head: int | None = None) -> dict:
     }
     if bool(pad.any()):
         out.update({NO_MASK: _softmax(s, -1), SIGN: _softmax(s + pad * 1e4, -1)})
+        tokens = (1 - pad).bool().expand_as(s)
+        out[INVERTED] = (  # added where the tokens are, or filled there
+            _softmax(s + (1 - pad) * -1e4, -1),
+            _softmax(s.masked_fill(tokens, torch.finfo(s.dtype).min), -1),
+            _softmax(s.masked_fill(tokens, -math.inf), -1),  # NaN rows: no padding
+        )
     B, T = case.mask.shape
     if B == T:  # only then does a (B, T) mask broadcast, wrongly, without an error
         out[AS_IS] = _softmax(s + (1.0 - case.mask.to(s.dtype)) * -1e4, -1)
