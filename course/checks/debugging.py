@@ -356,6 +356,16 @@ MASKED_FIRST_BLOCK = N_(
 )
 
 
+#: A running max kept, but what earlier blocks added never rescaled when it grew.
+NOT_RESCALED = N_(
+    "the running sums were not rescaled when the running max grew: each block's "
+    "exp(s - max) uses the max so far, but what earlier blocks added used a smaller "
+    "one. Multiply the running sum and the running context by exp(old max - new "
+    "max) before adding a block.",
+    mistake="not-rescaled",
+)
+
+
 class _Largest(TorchDispatchMode):
     """Remember the largest floating-point tensor any operation returns."""
 
@@ -413,6 +423,27 @@ def _per_block(Q, K, V, *, chunk: int, mask=None) -> tuple[torch.Tensor, ...]:
     return tuple(outs.values())
 
 
+def _not_rescaled(Q, K, V, *, chunk: int, mask=None) -> tuple[torch.Tensor, ...]:
+    """The misconception: a running max, but the running sum and context never
+    rescaled when it grows. With a mask, a query whose blocks so far were all
+    masked has a max of -inf: used as it is (NaN), or replaced by 0 (a guard)."""
+    outs = []
+    for guard in (False, True) if mask is not None else (False,):
+        m = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=torch.float64)
+        total = torch.zeros_like(m)  # (..., Tq, 1)
+        acc = torch.zeros(*Q.shape[:-1], V.shape[-1], dtype=torch.float64)
+        for j in range(0, K.shape[-2], chunk):
+            k, v = (x[..., j : j + chunk, :].double() for x in (K, V))
+            s = Q.double() @ k.mT / math.sqrt(Q.shape[-1])  # (..., Tq, c)
+            if mask is not None:
+                s = s.masked_fill(~mask[..., j : j + chunk], -math.inf)
+            m = torch.maximum(m, s.amax(-1, keepdim=True))
+            p = torch.exp(s - (m.masked_fill(m == -math.inf, 0) if guard else m))
+            total, acc = total + p.sum(-1, keepdim=True), acc + p @ v
+        outs.append(acc / total)
+    return tuple(outs)
+
+
 def _run(fn, Q, K, V, *, chunk: int, mask=None):
     targets = [(F, "scaled_dot_product_attention")]
     args = (Q.clone(), K.clone(), V.clone(), chunk)
@@ -429,6 +460,7 @@ def _wrong(Q, K, V, *, chunk: int, mask=None) -> dict:
     wrong = {NO_SCALE: oracle(Q * math.sqrt(Q.shape[-1]), K, V, mask)}
     if chunk < K.shape[-2]:
         wrong[PER_BLOCK] = _per_block(Q, K, V, chunk=chunk, mask=mask)
+        wrong[NOT_RESCALED] = _not_rescaled(Q, K, V, chunk=chunk, mask=mask)
         if mask is not None:
             first = torch.broadcast_to(mask, (*Q.shape[:-1], K.shape[-2]))
             empty = ~first[..., :chunk].any(-1, keepdim=True)  # (..., Tq, 1)
