@@ -29,7 +29,7 @@ from . import (
     random_tiny_bert,
 )
 from .calls import CaseVerdicts
-from .oracles import Case, own_copy
+from .oracles import BY_WIDTH, NO_SCALE, Case, own_copy
 
 
 def _expect_embeddings(fn, case: Case) -> None:
@@ -104,10 +104,13 @@ def _expect_attention_block(fn, case: Case, masked: bool) -> None:
     with forbid(blocked(att, att.self, att.output), BY_HAND):
         got = twice(fn, args, "attention_block")
     h, out = case.hidden, att.output
+    D = h.shape[-1]
     with torch.no_grad():
         sub = out.dense(case.context_of(h))
         diagnose = {
             SCALED: out.LayerNorm(sub / _keep(case) + h),
+            NO_SCALE: out.LayerNorm(out.dense(_context(case, h, scale=1.0)) + h),
+            BY_WIDTH: out.LayerNorm(out.dense(_context(case, h, scale=1.0 / D)) + h),
             PRE_LN: h + out.dense(case.context_of(out.LayerNorm(h))),
             AFTER_LN: out.LayerNorm(sub) + h,
             NO_RESIDUAL: out.LayerNorm(sub),
@@ -119,6 +122,18 @@ def _expect_attention_block(fn, case: Case, masked: bool) -> None:
         diagnose=diagnose,
         what=say("the layer's attention output"),
     )
+
+
+def _context(case: Case, x: torch.Tensor, *, scale: float) -> torch.Tensor:
+    """The layer's self-attention of ``x`` (B, T, D) by hand, its scores scaled by
+    ``scale ** 0.5`` instead of 1/sqrt(d): what a wrong scale gives."""
+    sa, (B, T, _) = case.self_attn, x.shape
+    q, k, v = (
+        lin(x).view(B, T, case.H, case.d).transpose(1, 2)  # (B, H, T, d)
+        for lin in (sa.query, sa.key, sa.value)
+    )
+    p = torch.softmax(q @ k.mT * scale**0.5 + case.ext, dim=-1)  # (B, H, T, T)
+    return (p @ v).transpose(1, 2).reshape(B, T, case.H * case.d)
 
 
 def attention_block_values(fn) -> None:

@@ -37,6 +37,10 @@ NO_SCALE = N_(
     "missing 1/sqrt(d): divide the scores by the square root of the head size.",
     mistake="no-scale",
 )
+BY_WIDTH = N_(
+    "it divides by sqrt(D), the model width; the scale uses the head size d = D / H.",
+    mistake="scaled-by-width",
+)
 PER_BLOCK = N_(
     "each block of keys is normalised on its own; keep a running max and sum "
     "across blocks, and rescale what you summed so far when the max grows.",

@@ -31,7 +31,7 @@ from . import (
 )
 from .calls import CaseVerdicts
 from .compare import fail_mistaken
-from .oracles import LAST_DIM, sample_qk
+from .oracles import BY_WIDTH, LAST_DIM, sample_qk
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
 
@@ -235,12 +235,7 @@ def _diagnose_scores(Q, K, s) -> dict:
     }
     if Q.dim() == 4:
         D = Q.shape[1] * d
-        out[
-            say(
-                "it divides by sqrt(D), the model width; the scale uses the "
-                "head size d = D / H."
-            )
-        ] = s * math.sqrt(d / D)
+        out[say(BY_WIDTH)] = s * math.sqrt(d / D)
     if Q.shape[-2] == K.shape[-2]:
         out[
             say(
