@@ -429,18 +429,18 @@ def _not_rescaled(Q, K, V, *, chunk: int, mask=None) -> tuple[torch.Tensor, ...]
     masked has a max of -inf: used as it is (NaN), or replaced by 0 (a guard)."""
     outs = []
     for guard in (False, True) if mask is not None else (False,):
-        m = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=torch.float64)
-        total = torch.zeros_like(m)  # (..., Tq, 1)
-        acc = torch.zeros(*Q.shape[:-1], V.shape[-1], dtype=torch.float64)
+        peak = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=torch.float64)
+        mass, ctx = 0.0, 0.0  # (..., Tq, 1) and (..., Tq, d) once a block is added
         for j in range(0, K.shape[-2], chunk):
             k, v = (x[..., j : j + chunk, :].double() for x in (K, V))
             s = Q.double() @ k.mT / math.sqrt(Q.shape[-1])  # (..., Tq, c)
             if mask is not None:
                 s = s.masked_fill(~mask[..., j : j + chunk], -math.inf)
-            m = torch.maximum(m, s.amax(-1, keepdim=True))
-            p = torch.exp(s - (m.masked_fill(m == -math.inf, 0) if guard else m))
-            total, acc = total + p.sum(-1, keepdim=True), acc + p @ v
-        outs.append(acc / total)
+            peak = torch.maximum(peak, s.amax(-1, keepdim=True))
+            base = peak.masked_fill(peak == -math.inf, 0) if guard else peak
+            w = torch.exp(s - base)
+            mass, ctx = mass + w.sum(-1, keepdim=True), ctx + w @ v
+        outs.append(ctx / mass)
     return tuple(outs)
 
 
