@@ -30,7 +30,7 @@ from pathlib import Path
 from jupyter_client.manager import KernelManager
 
 from course.grading import tool_env
-from course.grading.kernel import sandbox, warm
+from course.grading.kernel import launch, warm
 
 CELL = "import torch\nfrom course import models\n_ = models.load()\n"
 
@@ -62,7 +62,7 @@ def start_and_run(way: str, env: dict) -> float:
         if way == "cold":
             env.pop(warm.SOCKET_ENV, None)
         if way == "warm+sandbox":
-            env[sandbox.ENV] = sandbox.Policy().to_env()
+            env[launch.ENV] = launch.Launch(sandboxed=True).to_env()
         start = time.perf_counter()
         km.start_kernel(env=env, cwd=tmp)
         kc = km.client()

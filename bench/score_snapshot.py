@@ -1,8 +1,8 @@
 """Snapshot: every score and verdict ``course grade`` gives a class of fixture students.
 
 Builds a class in a fresh course folder from the fixtures (``tests/fixtures``: the
-reference answers, the correct alternatives and the misconception mutants of each
-assignment, as :func:`harness.submissions` builds them), grades it with ``course
+reference answers, the correct alternatives and each misconception mutant of each
+assignment, one student per mutant named for it, :func:`harness.mutant_students`), grades it with ``course
 grade --fixed-seeds`` (the hidden tests' seeds of ``source/``, so two runs are
 comparable) and writes, as JSON, each submission's status and reasons and each of
 its cells' score, maximum and verdict message. Two snapshots, taken before and
@@ -11,6 +11,10 @@ after a change to the grading pipeline, are compared with ``--diff``.
     .venv/bin/python bench/score_snapshot.py --out before.json            # all
     .venv/bin/python bench/score_snapshot.py --out after.json 01_config 02_tokens
     .venv/bin/python bench/score_snapshot.py --diff before.json after.json
+
+``--reports DIR`` also writes the class report (``course report``) and keeps the
+run's ``reports/`` (the class report, the grading log) in DIR, to compare two runs'
+reports.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from harness import submissions  # noqa: E402
+from harness import mutant_students  # noqa: E402
 
 from course import grading  # noqa: E402
 
@@ -36,7 +41,7 @@ def make_class(root: Path, assignments: list[str]) -> None:
     grading.make_course(root)
     grading.release(assignments, root)
     for a in assignments:
-        for student, (nb, _) in submissions(root, a).items():
+        for student, (nb, _) in mutant_students(root, a).items():
             path = grading.notebook_path(root, "submitted", a, student=student)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(nb))
@@ -89,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="the snapshot's JSON file")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--diff", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    p.add_argument("--reports", type=Path, help="keep the run's reports/ here")
     args = p.parse_args(argv)
     if args.diff:
         lines = diff(*(json.loads(path.read_text()) for path in args.diff))
@@ -104,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(cmd, check=False)
         print(f"graded in {time.perf_counter() - start:.0f} s", file=sys.stderr)
         data = snapshot(root, names)
+        if args.reports:
+            report = [sys.executable, "-m", "course", "report", *names]
+            subprocess.run([*report, f"--root={root}"], check=False)
+            shutil.copytree(root / "reports", args.reports, dirs_exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     return 0
 

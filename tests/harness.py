@@ -296,6 +296,28 @@ def submissions(root: Path, assignment: str) -> dict[str, tuple[dict, dict[str, 
     return subs
 
 
+def mutant_students(
+    root: Path, assignment: str
+) -> dict[str, tuple[dict, dict[str, str]]]:
+    """As :func:`submissions`, but one student per mutant, named for it
+    (``m-<cell>-<name>``): two snapshots compare a mutant with itself even when
+    mutants were added or removed between them (rounds would repack them)."""
+    fixtures = fixture_module(assignment)
+    subs = dict(list(submissions(root, assignment).items())[:2])  # reference, alt.
+    release_nb = json.loads(
+        grading.notebook_path(root, "release", assignment).read_text()
+    )
+    reference = reference_answers(root, assignment)
+    for mutant in fixtures.MUTANTS:
+        name = re.sub(r"[^a-z0-9]+", "-", f"m-{mutant.cell}-{mutant.name}".lower())
+        name = name.strip("-")
+        while name in subs:
+            name += "-again"
+        answers = {**reference, mutant.cell: mutant.code}
+        subs[name] = (fill(release_nb, answers), dict(mutant.fails))
+    return subs
+
+
 def autograde(
     root: Path, assignment: str, subs: dict, *, warm_env: dict | None = None
 ) -> tuple[dict, dict]:

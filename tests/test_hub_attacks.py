@@ -19,9 +19,9 @@ attacker). Ana submits 01 with right answers, on time. Mal, after the due date:
 Then the instructor opens Mal's submission in formgrader, in Chromium. Every
 attack must fail and Ana's grade stay whole. Each defence's control (the attack
 succeeding with the defence off) is in the test of that defence, where it is
-cheap to turn off: ``test_grading_exchange`` (collect), ``test_grading_cluster``
-(the scheduler), ``test_grading_inert`` (the student's HTML),
-``test_grading_private`` (homes and the class's work); here the hub's own
+cheap to turn off: ``test_grading_hub_exchange`` (collect), ``test_grading_run_cluster``
+(the scheduler), ``test_grading_steps_inert`` (the student's HTML),
+``test_grading_hub_private`` (homes and the class's work); here the hub's own
 controls are what Mal could do before the hub started.
 """
 

@@ -270,3 +270,28 @@ def test_a_home_that_moved_is_found():
     """The control: a row naming a module that does not exist is reported."""
     doc = "## One home per rule\n\nx\n\n| a | b |\n|---|---|\n| r | `gone/away.py` |\n"
     assert _missing(doc) == ["gone/away.py"]
+
+
+def _tested_module(test_name: str) -> Path | None:
+    """The module of ``course/grading`` that ``test_grading_<part>_<name>`` tests,
+    where its name mirrors one; ``None`` if none does."""
+    words = test_name.removeprefix("test_grading_").split("_")
+    for cut in range(len(words), 0, -1):  # the longest folder path that exists
+        folder = GRADING.joinpath(*words[: cut - 1])
+        name = "_".join(words[cut - 1 :])
+        for candidate in (folder / f"{name}.py", folder / name / "__init__.py"):
+            if folder.is_dir() and candidate.exists():
+                return candidate
+    return None
+
+
+def test_the_grader_s_test_files_mirror_its_modules():
+    """``tests/test_grading_kernel_sandbox.py`` tests ``grading/kernel/sandbox.py``:
+    every grader test file is named for the module it tests, part included."""
+    names = [p.stem for p in (ROOT.parent / "tests").glob("test_grading_*.py")]
+    assert len(names) > 20
+    assert [n for n in names if _tested_module(n) is None] == []
+    assert _tested_module("test_grading_sandbox") is None  # its part left out
+    assert _tested_module("test_grading_steps_scan_reading") == (
+        GRADING / "steps" / "scan" / "reading.py"
+    )

@@ -25,9 +25,14 @@ from . import (
     given,
 )
 from .calls import CaseVerdicts
-from .oracles import NO_SCALE, Case, course_case, random_cases
+from .lessons import FUSED_ATTENTION, Lesson
+from .oracles import BY_HAND, NO_SCALE, Case, course_case, random_cases
 
 _softmax = torch.softmax
+LESSONS = {  # head_attention(hidden, self_attn, ...), multi_head_attention likewise
+    name: Lesson(BY_HAND, FUSED_ATTENTION, whole=("1",))
+    for name in ("head_attention", "multi_head_attention")
+}
 NO_MASK = N_(
     "padded keys get weight: the attention mask was not applied.",
     mistake="padding-not-masked",
@@ -98,7 +103,10 @@ def _pair(got, name: str):
 
 def _expect_head(fn, case: Case, *, head: int, masked: bool, part: str) -> None:
     args = (head, case.mask) if masked else (head,)
-    probs, context = _pair(case.run(fn, *args, name="head_attention"), "head_attention")
+    probs, context = _pair(
+        case.run(fn, *args, name="head_attention", lesson=LESSONS["head_attention"]),
+        "head_attention",
+    )
     B, T, _ = case.hidden.shape
     if part in ("shape", "all"):
         expect_shape(probs, (B, T, T), "probs", say("One head: (B, T, T)."))
@@ -239,7 +247,13 @@ def extended_mask_random(fn, seed: int) -> None:
 def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
     args = (case.mask,) if masked else ()
     probs, context = _pair(
-        case.run(fn, *args, name="multi_head_attention"), "multi_head_attention"
+        case.run(
+            fn,
+            *args,
+            name="multi_head_attention",
+            lesson=LESSONS["multi_head_attention"],
+        ),
+        "multi_head_attention",
     )
     B, T, D = case.hidden.shape
     expect_shape(probs, case.probs.shape, "probs", "(B, H, T, T).")

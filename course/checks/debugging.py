@@ -31,14 +31,15 @@ from . import (
     expect_finite,
     expect_shape,
     fail,
-    forbid,
     is_close,
 )
 from .calls import CaseVerdicts
 from .compare import expect_bool_mask, fail_mistaken
+from .lessons import FUSED_ATTENTION, Lesson
 from .oracles import FUSED, LAST_DIM, NO_SCALE, PER_BLOCK, course_case, random_cases
 
 _sdpa = F.scaled_dot_product_attention
+LESSONS = {"chunked_attention": Lesson(FUSED, FUSED_ATTENTION)}
 
 KEYS_INVERTED = N_(
     "the mask is inverted: it is True at the padding. attention_mask is 1 at "
@@ -445,10 +446,9 @@ def _not_rescaled(Q, K, V, *, chunk: int, mask=None) -> tuple[torch.Tensor, ...]
 
 
 def _run(fn, Q, K, V, *, chunk: int, mask=None):
-    targets = [(F, "scaled_dot_product_attention")]
     args = (Q.clone(), K.clone(), V.clone(), chunk)
     kwargs = {} if mask is None else {"mask": mask.clone()}
-    with forbid(targets, FUSED):
+    with LESSONS["chunked_attention"].enforced(args):
         got = call(_measured(fn), *args, name="chunked_attention", **kwargs)
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail("chunked_attention should return one tensor, the context.")

@@ -16,17 +16,15 @@ import functools
 import random
 
 import torch
-import transformers
-from transformers.models.bert import modeling_bert as bert
 
 from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import CheckFailed, call, expect_close, expect_shape, expect_tensor, fail
-from .blocking import forbid, no_forward
 from .calls import CaseVerdicts
 from .compare import fail_mistaken, with_hint
+from .lessons import FUSED_ATTENTION, Lesson
 from .oracles import NO_SCALE, additive_mask, eager_attention
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
@@ -114,6 +112,14 @@ NEW_ONLY = N_(
 GENERATE_BY_HAND = N_(
     "Write the decoding loop by hand: model.generate is turned off for this exercise."
 )
+LESSONS = {
+    # cross_attention(x, memory, attn, memory_mask): BERT's own eager attention too
+    "cross_attention": Lesson(
+        CROSS_BY_HAND, FUSED_ATTENTION | {"eager_attention_forward"}, whole=("2",)
+    ),
+    "cached_attention": Lesson(CACHE_BY_HAND, FUSED_ATTENTION),
+    "greedy_generate": Lesson(GENERATE_BY_HAND, frozenset({"generate"})),
+}
 TEMPERATURE_AFTER = N_(
     "the temperature has no effect on the draws: divide the logits by it before "
     "the softmax (probabilities divided after the softmax are the same once "
@@ -250,21 +256,10 @@ def _expect_cross(
     (or ``want``, what it returned inside the model); ``shape_only``: its shape."""
     B, Tq, D = x.shape
     Tk = memory.shape[1]
-    with (
-        no_forward(attn, lesson=CROSS_BY_HAND),
-        forbid(
-            [(F, "scaled_dot_product_attention"), (bert, "eager_attention_forward")],
-            CROSS_BY_HAND,
-        ),
-    ):
-        got = call(
-            fn,
-            x.clone(),
-            memory.clone(),
-            attn,
-            None if memory_mask is None else memory_mask.clone(),
-            name="cross_attention",
-        )
+    mask = None if memory_mask is None else memory_mask.clone()
+    args = (x.clone(), memory.clone(), attn, mask)
+    with LESSONS["cross_attention"].enforced(args):
+        got = call(fn, *args, name="cross_attention")
     name = "cross_attention(x, memory, attn, memory_mask)"
     got = expect_tensor(got, name)
     if Tq != Tk and tuple(got.shape) == (B, Tk, D):
@@ -389,7 +384,7 @@ def _expect_step(fn, q, k, v, cache, K_all, V_all, label: str):
     every token so far (``K_all``, ``V_all``); returns the student's new cache."""
     B, H, t, d = q.shape
     total, past = K_all.shape[-2], K_all.shape[-2] - t
-    with forbid([(F, "scaled_dot_product_attention")], CACHE_BY_HAND):
+    with LESSONS["cached_attention"].enforced():
         got = call(fn, q.clone(), k.clone(), v.clone(), cache, name="cached_attention")
     name = say("cached_attention(q, k, v, cache) {label}", label=label)
     if not (isinstance(got, tuple) and len(got) == 2):
@@ -615,10 +610,7 @@ def _expect_greedy(
     what generate gives for them (:func:`_decisive_prompt`)."""
     ids, (want, want_logits) = prompt
     B, T = ids.shape
-    with (
-        _Watch(model) as watch,
-        forbid([(transformers.GenerationMixin, "generate")], GENERATE_BY_HAND),
-    ):
+    with _Watch(model) as watch, LESSONS["greedy_generate"].enforced():
         seen = call(
             fn,
             model,

@@ -14,14 +14,16 @@ from .. import data, models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
-from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail, given, no_forward
+from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail, given
 from .calls import CaseVerdicts
+from .lessons import Lesson
 from .oracles import sample_qk
 
 SLICE = N_(
     "Project with this head's rows only (W_h, b_h); calling the whole layer "
     "is the shortcut this exercise turns off."
 )
+LESSONS = {"project_head": Lesson(SLICE, whole=("1",))}  # project_head(x, linear, ..)
 
 COLUMNS = N_(
     "sliced columns: the head lives in rows. Linear stores W as (out, in), "
@@ -149,9 +151,10 @@ def _expect_projection(fn, x, linear, *, head, d) -> None:
         full = linear(x)  # (..., T, H*d)
     want = full[..., head * d : (head + 1) * d]
     W_h, b_h = _head_truth(linear, head, d)
-    with no_forward(linear, lesson=SLICE):
+    args = (x, linear, head, d)
+    with LESSONS["project_head"].enforced(args):
         try:
-            got = call(fn, x, linear, head, d, name="project_head")
+            got = call(fn, *args, name="project_head")
         except AssertionError as err:
             if "cannot be multiplied" in str(err):
                 fail(

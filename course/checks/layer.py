@@ -24,18 +24,19 @@ from . import (
     expect_close,
     expect_shape,
     fail,
-    forbid,
     random_batch,
     random_tiny_bert,
 )
 from .calls import CaseVerdicts
+from .lessons import FUSED_ATTENTION, Lesson
 from .oracles import BY_WIDTH, NO_SCALE, Case, own_copy
 
 
 def _expect_embeddings(fn, case: Case) -> None:
     emb = case.model.embeddings
-    with forbid(blocked(emb), BY_HAND):
-        got = twice(fn, (case.ids, case.types, emb), "embeddings_forward")
+    args = (case.ids, case.types, emb)
+    with LESSONS["embeddings_forward"].enforced(args):
+        got = twice(fn, args, "embeddings_forward")
     want = case.states[0]
     expect_shape(got, want.shape, "embeddings_forward(...)", "(B, T, D).")
     T = case.ids.shape[1]
@@ -78,8 +79,9 @@ def embeddings_forward_shape(fn) -> None:
     """embeddings_forward gives (B, T, D)."""
     case = course_case()
     emb = case.model.embeddings
-    with forbid(blocked(emb), BY_HAND):
-        got = call(fn, case.ids, case.types, emb, name="embeddings_forward")
+    args = (case.ids, case.types, emb)
+    with LESSONS["embeddings_forward"].enforced(args):
+        got = call(fn, *args, name="embeddings_forward")
     expect_shape(got, case.states[0].shape, "embeddings_forward(...)", "(B, T, D).")
 
 
@@ -101,7 +103,7 @@ def embeddings_forward_random(fn, seed: int) -> None:
 def _expect_attention_block(fn, case: Case, masked: bool) -> None:
     att = case.block.attention
     args = (case.hidden.clone(), att) + ((case.mask,) if masked else ())
-    with forbid(blocked(att, att.self, att.output), BY_HAND):
+    with LESSONS["attention_block"].enforced(args):
         got = twice(fn, args, "attention_block")
     h, out = case.hidden, att.output
     D = h.shape[-1]
@@ -163,8 +165,9 @@ def _keep(case: Case) -> float:
 
 def _expect_feed_forward(fn, case: Case) -> None:
     layer, x = case.block, case.attn_out
-    with forbid(blocked(layer, layer.intermediate, layer.output), BY_HAND):
-        got = twice(fn, (x.clone(), layer), "feed_forward")
+    args = (x.clone(), layer)
+    with LESSONS["feed_forward"].enforced(args):
+        got = twice(fn, args, "feed_forward")
     with torch.no_grad():
         want = case.after
         up, down, ln = (
@@ -209,14 +212,9 @@ def feed_forward_random(fn, seed: int) -> None:
     verdicts.fail_if_any()
 
 
-def _layer_modules(layer):
-    att = layer.attention
-    return layer, att, att.self, att.output, layer.intermediate, layer.output
-
-
 def _expect_layer(fn, case: Case, masked: bool) -> None:
     args = (case.hidden.clone(), case.block) + ((case.mask,) if masked else ())
-    with forbid(blocked(*_layer_modules(case.block)), BY_HAND):
+    with LESSONS["bert_layer"].enforced(args):
         got = twice(fn, args, "bert_layer")
     expect_shape(got, case.after.shape, "bert_layer(...)", "(B, T, D).")
     a, out = case.attn_out, case.block.output
@@ -256,11 +254,9 @@ def bert_layer_random(fn, seed: int) -> None:
 
 def _expect_encoder(fn, case: Case) -> None:
     model = case.model
-    modules = [model, model.embeddings, model.encoder] + [
-        m for layer in model.encoder.layer for m in _layer_modules(layer)
-    ]
-    with forbid(blocked(*modules), BY_HAND):
-        got = call(fn, case.ids, case.types, model, case.mask, name="bert_encoder")
+    args = (case.ids, case.types, model, case.mask)
+    with LESSONS["bert_encoder"].enforced(args):
+        got = call(fn, *args, name="bert_encoder")
     L = model.config.num_hidden_layers
     if not isinstance(got, (tuple, list)):
         fail(
@@ -399,9 +395,20 @@ SCALED = N_(
 )
 
 
-def blocked(*modules) -> list:
-    """The modules' ``forward`` and fused attention: what an answer may not call."""
-    return [(m, "forward") for m in modules] + [(F, "scaled_dot_product_attention")]
+_LAYER = ("", ".attention", ".attention.self", ".attention.output")
+_LAYER += (".intermediate", ".output")  # a BertLayer's blocks, each called whole
+_WHOLE = {  # the argument (its index) that holds the module, and its blocks
+    "embeddings_forward": ("2",),  # (ids, types, embeddings)
+    "attention_block": ("1", "1.self", "1.output"),  # (hidden, attention, ...)
+    "feed_forward": ("1", "1.intermediate", "1.output"),  # (hidden, layer)
+    "bert_layer": tuple("1" + part for part in _LAYER),  # (hidden, layer, ...)
+    "bert_encoder": ("2", "2.embeddings", "2.encoder")  # (ids, types, model, mask)
+    + tuple("2.encoder.layer.*" + part for part in _LAYER),
+}
+LESSONS = {
+    name: Lesson(BY_HAND, FUSED_ATTENTION, whole=modules)
+    for name, modules in _WHOLE.items()
+}
 
 
 # Unpadded visible tests run on the sentence pair (token types 0 and 1), then on the

@@ -25,9 +25,9 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_equal, expect_shape, fail
-from .blocking import forbid, no_forward
 from .calls import CaseVerdicts
 from .compare import expect_bool_mask, fail_mistaken
+from .lessons import FUSED_ATTENTION, KV_SHARING, ROTARY_CODE, Lesson
 from .oracles import NO_SCALE, additive_mask, eager_attention
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
@@ -132,9 +132,14 @@ LAYER_BY_HAND = N_(
     "this exercise turns off."
 )
 
-F = torch.nn.functional
-_FUSED = [(F, "scaled_dot_product_attention")]
-_ROTARY = [(m, f) for m in (mb, llama) for f in ("apply_rotary_pos_emb", "rotate_half")]
+LESSONS = {
+    "rotary": Lesson(ROTARY_LIB, ROTARY_CODE),
+    "grouped_query_attention": Lesson(SHARED_KV, KV_SHARING),
+    # modernbert_attention(attn, hidden)
+    "modernbert_attention": Lesson(
+        LAYER_BY_HAND, FUSED_ATTENTION | ROTARY_CODE, whole=("0",)
+    ),
+}
 
 
 # --- rotary ---------------------------------------------------------------------
@@ -185,7 +190,7 @@ def _other_frequencies(x: _Tensor, positions: _Tensor, base: float) -> tuple:
 
 
 def _expect_rotary(fn, x: _Tensor, positions: _Tensor, base: float) -> None:
-    with forbid(_ROTARY, ROTARY_LIB):
+    with LESSONS["rotary"].enforced():
         got = call(fn, x.clone(), positions.clone(), base, name="rotary")
     expect_shape(
         got,
@@ -231,7 +236,7 @@ def rotary_shape(fn) -> None:
     d = config.hidden_size // config.num_attention_heads
     gen = torch.Generator().manual_seed(1200)
     x = torch.randn(1, config.num_attention_heads, 7, d, generator=gen)
-    with forbid(_ROTARY, ROTARY_LIB):
+    with LESSONS["rotary"].enforced():
         got = call(fn, x, torch.arange(7), 10000.0, name="rotary")
     expect_shape(
         got, x.shape, "rotary(q, positions)", N_("A rotation keeps the shape of x.")
@@ -373,7 +378,7 @@ def _expect_gqa(fn, Q, K, V, mask, *, want=None, project=None) -> None:
     """Compare ``fn(Q, K, V, mask)`` (then ``project``, if given) with ``want``
     (default: transformers' eager attention with ``repeat_kv``)."""
     B, H, T, d = Q.shape
-    with forbid(_FUSED + [(llama, "repeat_kv")], SHARED_KV):
+    with LESSONS["grouped_query_attention"].enforced():
         got = call(
             fn, Q.clone(), K.clone(), V.clone(), mask, name="grouped_query_attention"
         )
@@ -405,7 +410,7 @@ def grouped_query_attention_shape(fn) -> None:
     """grouped_query_attention gives one context per query head."""
     gen = torch.Generator().manual_seed(1203)
     Q, K, V = (torch.randn(2, h, 5, 8, generator=gen) for h in (6, 2, 2))
-    with forbid(_FUSED + [(llama, "repeat_kv")], SHARED_KV):
+    with LESSONS["grouped_query_attention"].enforced():
         got = call(fn, Q, K, V, None, name="grouped_query_attention")
     expect_shape(
         got,
@@ -553,11 +558,9 @@ def _layer_mistakes(attn, hidden: _Tensor) -> dict[str, _Tensor]:
 
 def _expect_layer(fn, attn, hidden: _Tensor, want: _Tensor) -> None:
     name = say("modernbert_attention(attn, hidden) on layer {i}", i=attn.layer_idx)
-    with (
-        no_forward(attn, lesson=LAYER_BY_HAND),
-        forbid(_ROTARY + _FUSED, LAYER_BY_HAND),
-    ):
-        got = call(fn, attn, hidden.clone(), name="modernbert_attention")
+    args = (attn, hidden.clone())
+    with LESSONS["modernbert_attention"].enforced(args):
+        got = call(fn, *args, name="modernbert_attention")
     expect_close(
         got,
         want,

@@ -25,12 +25,12 @@ import random
 from types import SimpleNamespace
 
 import torch
-import torch.nn.functional as F
 from transformers.models.llama import modeling_llama as llama
 
 from .. import data
 from ..i18n import N_
-from . import call, forbid, random_batch, random_tiny_bert
+from . import call, random_batch, random_tiny_bert
+from .lessons import Lesson
 
 # Sentences the checks of several notebooks say.
 NO_SCALE = N_(
@@ -186,15 +186,11 @@ class Case:
             )
         return (q, k, v) if head is None else (q[:, head], k[:, head], v[:, head])
 
-    def run(self, fn, *args, name: str):
-        """Call the student's function with the module's shortcuts turned off."""
-        targets = [
-            (self.self_attn, "forward"),
-            (F, "scaled_dot_product_attention"),
-            (torch.nn.MultiheadAttention, "forward"),
-        ]
-        with forbid(targets, BY_HAND):
-            return call(fn, self.hidden.clone(), self.self_attn, *args, name=name)
+    def run(self, fn, *args, name: str, lesson: Lesson):
+        """Call ``fn(hidden, self_attn, *args)`` with ``lesson``'s shortcuts off."""
+        args = (self.hidden.clone(), self.self_attn, *args)
+        with lesson.enforced(args):
+            return call(fn, *args, name=name)
 
 
 def own_copy(case):

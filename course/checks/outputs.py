@@ -10,13 +10,15 @@ from .. import data, models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
-from . import call, equal, expect_close, expect_shape, fail, no_forward
+from . import call, equal, expect_close, expect_shape, fail
 from .calls import CaseVerdicts
+from .lessons import Lesson
 
 POOLER = N_(
     "Recompute the pooler by hand from its dense layer; calling model.pooler "
     "is the shortcut this exercise turns off."
 )
+LESSONS = {"pooler": Lesson(POOLER, whole=("0.pooler",))}  # pooler(model, hidden)
 WORDS = (  # random texts are made of these
     "the",
     "bank",
@@ -205,11 +207,9 @@ def _expect_pooler(fn, model, ids) -> None:
         out = model(input_ids=ids)
     last, want = out.last_hidden_state, out.pooler_output
     dense = model.pooler.dense
-    with no_forward(
-        model.pooler,
-        lesson=POOLER,
-    ):
-        got = call(fn, model, last.clone(), name="pooler")
+    args = (model, last.clone())
+    with LESSONS["pooler"].enforced(args):
+        got = call(fn, *args, name="pooler")
     expect_shape(
         got,
         want.shape,

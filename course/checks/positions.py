@@ -17,9 +17,10 @@ from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
-from . import call, equal, expect_close, expect_shape, fail, forbid
+from . import call, equal, expect_close, expect_shape, fail
 from .calls import CaseVerdicts, call_naming
 from .compare import expect_bool_mask
+from .lessons import FUSED_ATTENTION, Lesson
 
 POSITIONS_FROM_1 = N_(
     "the positions start at 1: row p must encode position p, so the first row is "
@@ -304,6 +305,7 @@ CAUSAL = N_(
     "Build the causal attention yourself (scores, mask, softmax): torch's "
     "fused attention is turned off for this exercise."
 )
+LESSONS = {"causal_attention": Lesson(CAUSAL, FUSED_ATTENTION)}
 
 
 def _expect_causal(fn, T: int) -> None:
@@ -345,10 +347,7 @@ def causal_mask_random(fn, seed: int) -> None:
 
 
 def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
-    with forbid(
-        [(F, "scaled_dot_product_attention")],
-        CAUSAL,
-    ):
+    with LESSONS["causal_attention"].enforced():
         got = _unbatched_named(fn, Q, K, V)
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail("causal_attention should return a pair (probs, context).")

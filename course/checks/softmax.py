@@ -27,10 +27,10 @@ from . import (
     expect_finite,
     expect_shape,
     fail,
-    softmax_forbidden,
 )
 from .calls import CaseVerdicts
 from .compare import fail_mistaken
+from .lessons import FUSED_ATTENTION, SOFTMAXES, Lesson
 from .oracles import BY_WIDTH, LAST_DIM, sample_qk
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
@@ -50,10 +50,34 @@ BY_HAND = N_(
     mistake="softmax-shortcut",
 )
 
+#: What softmax by hand may use: arithmetic, reductions, shapes and dtypes. Anything
+#: else (softmax under any name, fused attention, torch.distributions, ...) is out.
+BY_HAND_SOFTMAX = {"exp", "exp_", "log", "sum", "max", "amax", "min", "amin", "mean"}
+BY_HAND_SOFTMAX |= {"logsumexp", "clamp", "clamp_min", "clip", "where", "maximum"}
+BY_HAND_SOFTMAX |= {"minimum", "isfinite", "isinf", "isnan", "nan_to_num", "sub"}
+BY_HAND_SOFTMAX |= {"sub_", "add", "mul", "div", "div_", "neg", "true_divide", "abs"}
+BY_HAND_SOFTMAX |= {"float", "double", "half", "to", "type_as", "dtype", "shape"}
+BY_HAND_SOFTMAX |= {"size", "dim", "ndim", "values", "indices", "unsqueeze"}
+BY_HAND_SOFTMAX |= {"squeeze", "expand", "expand_as", "reshape", "view", "transpose"}
+BY_HAND_SOFTMAX |= {"permute", "movedim", "contiguous", "clone", "detach", "numel"}
+BY_HAND_SOFTMAX |= {"zeros_like", "ones_like", "full_like", "tensor", "as_tensor"}
+BY_HAND_SOFTMAX |= {"finfo", "inf", "float16", "float32", "float64", "bfloat16"}
+BY_HAND_SOFTMAX |= {"masked_fill", "broadcast_to", "item", "tolist", "keepdim"}
+BY_HAND_SOFTMAX |= {"sqrt", "pow", "e", "mT", "T", "new_zeros", "new_ones"}
+BY_HAND_SOFTMAX |= {"cpu", "numpy", "from_numpy", "asarray", "array", "astype"}  # numpy
+BY_HAND_SOFTMAX |= {"device"}
+
+LESSONS = {
+    "softmax": Lesson(
+        BY_HAND, SOFTMAXES | FUSED_ATTENTION, allowed=frozenset(BY_HAND_SOFTMAX)
+    ),
+}
+
 
 def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
-    with softmax_forbidden(BY_HAND):
-        got = call(fn, x.clone(), dim, name="softmax")
+    args = (x.clone(), dim)
+    with LESSONS["softmax"].enforced(args):
+        got = call(fn, *args, name="softmax")
     want = _softmax(x.double(), dim)
     expect_shape(got, x.shape, f"softmax(x, dim={dim})")
     if not bool(torch.isfinite(got).all()) and x.abs().max() > 80:

@@ -20,8 +20,9 @@ from ..data import ECHO_LEN, ECHO_VOCAB, echo_task
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
-from . import call, expect_close, expect_shape, fail, forbid
+from . import call, expect_close, expect_shape, fail
 from .calls import CaseVerdicts
+from .lessons import FUSED_ATTENTION, Lesson
 from .oracles import NO_SCALE
 
 BUILD = N_(
@@ -29,6 +30,10 @@ BUILD = N_(
     "and fused attention are turned off while your module runs.",
     mistake="module-shortcut",
 )
+LESSONS = {
+    name: Lesson(BUILD, FUSED_ATTENTION)
+    for name in ("MultiHeadSelfAttention", "EncoderBlock")
+}
 
 
 def _build_attention(cls, d_model: int, heads: int, seed: int):
@@ -55,12 +60,7 @@ def _build_attention(cls, d_model: int, heads: int, seed: int):
 
 
 def _run(module, x, mask, name):
-    blocked = [
-        (nn.MultiheadAttention, "forward"),
-        (F, "multi_head_attention_forward"),
-        (F, "scaled_dot_product_attention"),
-    ]
-    with forbid(blocked, BUILD), torch.no_grad():
+    with LESSONS[name.partition(".")[0]].enforced(), torch.no_grad():
         return call(module, x, mask, name=name)
 
 

@@ -49,7 +49,6 @@ def tool_env() -> dict:
 
 
 HOME = "/home/student"  # a sandboxed kernel's home
-MEMORY_ENV = "COURSE_KERNEL_MEMORY"  # bytes of address space per kernel, unsandboxed
 KEPT = (
     "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "COURSE_LANG",
     *THREAD_VARIABLES, "MPLBACKEND", "PYTHONHASHSEED",

@@ -1,5 +1,7 @@
 """One grading kernel: how it is started, sandboxed and contained.
 
+* :mod:`.launch`: what a kernel is started with (one frozen ``Launch``) and how
+  a process becomes it (``become_kernel``, ``run_kernel``), warm or cold;
 * :mod:`.warm` and :mod:`.zygote`: a kernel forked warm from a zygote that paid
   the imports once (the kernelspec ``python -m course.grading.kernel.warm``);
 * :mod:`.sandbox`, :mod:`.mounts`, :mod:`.inside`, :mod:`.lockdown`,

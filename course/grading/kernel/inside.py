@@ -11,12 +11,11 @@ that folder read-only in the sandbox, drops its own privileges and answers.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import signal
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from . import lockdown, mounts
 
@@ -26,13 +25,14 @@ SEAL_TIMEOUT = 300  # seconds a kernel has to bind its sockets
 
 @dataclass(frozen=True)
 class Policy:
-    """What one kernel may use: bytes of address space per process (0: no cap);
+    """What one kernel may use, and the one home of each limit's default: bytes of
+    address space per process (0: no cap);
     bytes of memory for the whole sandbox, its processes and its tmpfs folders
     together (as root, a memory cgroup; 0: ``memory``); CPU seconds, bytes per file
     and per writable folder, files (and folders) per writable folder, processes;
     ``hidden`` names folders (the course's) that no read-only path may contain."""
 
-    memory: int = 0
+    memory: int = 4 << 30
     ram: int = 0
     cpu_seconds: int = 1800
     file_size: int = 256 << 20
@@ -40,14 +40,6 @@ class Policy:
     files: int = 16384
     processes: int = 64
     hidden: tuple[str, ...] = ()
-
-    def to_env(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_env(cls, text: str) -> Policy:
-        fields = json.loads(text)
-        return cls(**{**fields, "hidden": tuple(fields.get("hidden", ()))})
 
 
 def init(staging: str, policy: Policy, *, uid: int | None, ipc: str | None) -> None:

@@ -15,8 +15,11 @@ draws fresh random seeds (torch, numpy, random) as a new process does. A task's
 nbgrader is forked from it too (:func:`nbgrader`), by the worker itself: no
 interpreter starts for it.
 
-Without a zygote (``COURSE_WARM_SOCKET`` unset or gone) the proxy simply becomes an
-ordinary ``ipykernel`` kernel.
+Without a zygote (``COURSE_WARM_SOCKET`` unset or gone) the proxy becomes the kernel
+itself, cold. Either way the kernel is started by the same
+:func:`course.grading.kernel.launch.become_kernel` and
+:func:`~course.grading.kernel.launch.run_kernel`, from the same
+:class:`~course.grading.kernel.launch.Launch`.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..environment import MEMORY_ENV, kernel_env, public_env
-from . import contain, inside, lockdown, sandbox, zygote
+from ..environment import public_env
+from . import contain, zygote
+from .launch import ENV, Launch, become_kernel, run_kernel
 
 SOCKET_ENV = "COURSE_WARM_SOCKET"
 KERNEL = "course-warm"
@@ -42,26 +46,20 @@ KERNEL = "course-warm"
 
 def proxy(argv: list[str]) -> None:
     """The kernel command: have the zygote fork the kernel, or become one."""
-    path = os.environ.get(SOCKET_ENV)
-    memory = os.environ.get(MEMORY_ENV)
-    policy = os.environ.get(sandbox.ENV)
-    contain.enter_box(os.environ)
+    launch = Launch.from_env(os.environ.get(ENV))
+    box = {k: v for k, v in os.environ.items() if k in contain.BOX_KEYS}
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(path or "")
-    except OSError:
+        conn.connect(os.environ.get(SOCKET_ENV) or "")
+    except OSError:  # no zygote: a cold kernel
         conn.close()
-        _cold(argv, memory, policy)
-    if policy:
-        env = kernel_env(os.environ)
-    else:
-        env = dict(os.environ)
-        env.pop(SOCKET_ENV)  # a kernel forks nothing from the zygote
-    box = {k: v for k, v in os.environ.items() if k in contain.BOX_KEYS}
-    request = {"argv": argv, "cwd": os.getcwd(), "env": env, "memory": memory}
-    zygote.ask(
-        conn, "kernel", {**request, "box": box, "sandbox": policy}, fds=[0, 1, 2]
-    )
+        argv = become_kernel(launch, argv=argv, cwd=os.getcwd(), box=box)
+        run_kernel(argv, forked=False)
+    contain.enter_box(box)  # the proxy too: it goes with the kernel's box
+    env = launch.environment(os.environ)
+    env.pop(SOCKET_ENV, None)  # a kernel forks nothing from the zygote
+    request = {"argv": argv, "cwd": os.getcwd(), "env": env, "box": box}
+    zygote.ask(conn, "kernel", {**request, "launch": launch.to_env()}, fds=[0, 1, 2])
     pid = int(conn.recv(32))
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _: _forward(pid, signum))
@@ -71,20 +69,6 @@ def proxy(argv: list[str]) -> None:
         sys.exit(1)
     select.select([done], [], [])
     sys.exit(0)
-
-
-def _cold(argv: list[str], memory: str | None, policy: str | None) -> None:
-    """Become an ordinary ``ipykernel`` kernel (in a sandbox, given a policy)."""
-    python = [sys.executable, "-m", "ipykernel_launcher"]
-    if policy:
-        argv = sandbox.enter(
-            sandbox.Policy.from_env(policy), argv=argv, cwd=os.getcwd()
-        )
-        env = {**kernel_env(os.environ), inside.SEAL_ENV: os.environ[inside.SEAL_ENV]}
-        app = [sys.executable, "-m", "course.grading.kernel.kernelapp"]
-        os.execve(sys.executable, app + argv, env)
-    lockdown.cap_address_space(int(memory or 0))
-    os.execv(sys.executable, python + argv)
 
 
 def nbgrader(

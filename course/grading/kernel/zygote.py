@@ -4,8 +4,8 @@ request (:mod:`course.grading.kernel.warm` asks).
 
 A request on its Unix socket is a header of :data:`HEADER` bytes (JSON: ``kind``,
 ``"kernel"`` or ``"nbgrader"``) with the asker's stdin, stdout and stderr attached,
-then a line of JSON (``argv``, ``cwd``, ``env``; for a kernel ``memory``, its
-address-space cap, and ``sandbox``, its :class:`course.grading.kernel.sandbox.Policy`).
+then a line of JSON (``argv``, ``cwd``, ``env``; for a kernel ``box``, its box,
+and ``launch``, its :class:`course.grading.kernel.launch.Launch`).
 The zygote reads only the header and forks: the line, which may hold the
 gradebook's URL, is read by the child alone, so no later kernel forked from the
 zygote finds it in memory. The child takes those streams, the cwd and the
@@ -24,7 +24,6 @@ import importlib
 import json
 import os
 import pkgutil
-import random
 import signal
 import socket
 import sys
@@ -32,7 +31,8 @@ import threading
 
 from .. import nbgrader_app
 from ..lean import import_jsonschema_lean
-from . import contain, lockdown, sandbox
+from . import contain, sandbox
+from .launch import Launch, become_kernel, run_kernel
 
 HEADER = 64  # bytes of a request's header, padded with spaces
 
@@ -136,39 +136,24 @@ def _become_nbgrader(conn: socket.socket, request: dict, fds: list[int]) -> None
 
 
 def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
-    """In the forked child: take the proxy's streams, cwd and env, run ipykernel
-    (in a sandbox, if the request has a policy)."""
-    policy = request.get("sandbox")
-    if policy:
+    """In the forked child: take the proxy's streams, cwd and env, and become the
+    kernel its :class:`~course.grading.kernel.launch.Launch` describes."""
+    launch = Launch.from_env(request["launch"])
+    if launch.sandboxed:  # one thread (it unshares); its keeper watches the proxy
         _take_streams(request, fds)
-        contain.enter_box(request["box"])
-        request["argv"] = sandbox.enter(
-            sandbox.Policy.from_env(policy),
-            argv=request["argv"],
-            cwd=request["cwd"],
-            asker=conn,
-        )
-        conn.detach()  # closed in the sandbox: its number may be reused
     else:
         _take_over(conn, request, fds=fds)
-        contain.enter_box(request["env"])
     sys.path[0] = request["cwd"]
-    # without a sandbox (its policy caps the memory)
-    lockdown.cap_address_space(int(request.get("memory") or 0))
-    import numpy
-    import torch
-
-    torch.seed()  # fresh, unpredictable seeds, as a new process has
-    random.seed()
-    numpy.random.seed()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    from .kernelapp import KernelApp
-
-    argv = list(request["argv"])
-    if os.environ.get("JPY_PARENT_PID"):  # read at import in a cold kernel
-        argv.append(f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}")
-    KernelApp.launch_instance(argv=argv)
-    os._exit(0)
+    argv = become_kernel(
+        launch,
+        argv=request["argv"],
+        cwd=request["cwd"],
+        box=request["box"],
+        asker=conn if launch.sandboxed else None,
+    )
+    if launch.sandboxed:
+        conn.detach()  # closed in the sandbox: its number may be reused
+    run_kernel(argv, forked=True)
 
 
 def serve(path: str) -> None:

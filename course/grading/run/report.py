@@ -123,12 +123,18 @@ def _rank(name: str, order: list[str]) -> tuple[int, str]:
     return (order.index(name) if name in order else len(order), name)
 
 
+def _most_common(counts: Counter, n: int = 5) -> list[tuple[str, int]]:
+    """The ``n`` most common verdicts, ties in alphabetical order: the same report
+    from the same verdicts, whatever order they were counted in."""
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
+
+
 def _verdict_table(by_exercise: dict[str, Counter], order: list[str]) -> str:
     heads = [say("exercise"), say("students"), say("message")]
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{n}</td><td>{html.escape(v)}</td></tr>"
         for name in sorted(by_exercise, key=lambda e: _rank(e, order))
-        for v, n in by_exercise[name].most_common(5)
+        for v, n in _most_common(by_exercise[name])
     )
     return _table(say("Most common verdicts, by exercise"), heads, rows)
 

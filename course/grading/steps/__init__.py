@@ -3,8 +3,8 @@ lists them, and what they need.
 
 * :mod:`.judge`: ``DrawSeeds`` (the hidden tests' seeds) and ``JudgeEvidence``
   (every test cell decided in this process from the kernel's evidence);
-* :mod:`.execute`: ``GuardedExecute``, each kernel in its sandbox and box, and
-  :mod:`.restart`, the kernel a cell killed started again;
+* :mod:`.execute`: ``GuardedExecute``, each kernel in its sandbox and box, its
+  time and output limits, and a new kernel after a cell that killed its own;
 * :mod:`.flags`: ``LimitOutput`` and the flags a run reports;
 * :mod:`.tamper`: ``FlagTampering``;
 * :mod:`.feedback` and :mod:`.inert`: what a student's feedback and the

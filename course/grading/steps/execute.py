@@ -7,8 +7,10 @@ the submission reads as a plain 0. :class:`GuardedExecute` instead
 * gives that cell an error output saying what happened (so it earns 0 and the
   student and instructor see why),
 * starts a new kernel, replays the answer and given cells that ran before it
-  (silently, without their outputs) and goes on with the next cell
-  (:class:`course.grading.steps.restart.RestartingExecute`);
+  (silently, without their outputs) and goes on with the next cell; after
+  ``max_restarts`` restarts, or a replay that fails, it gives up and marks each
+  remaining cell "not run" with the reason (as it does past its time and output
+  limits);
 * caps each kernel's address space (``memory_limit``), so a runaway allocation
   raises ``MemoryError`` in the student's cell instead of taking the machine down;
 * runs each kernel in a sandbox (``sandbox``, :mod:`course.grading.kernel.sandbox`): an
@@ -28,29 +30,35 @@ import tempfile
 import time
 
 from jupyter_client.kernelspec import KernelSpec
-from nbclient.util import run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import ensure_async, run_sync
 from nbformat import NotebookNode
+from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, Float, Integer, default
 
 from ...checks import evidence
 from ...i18n import say
-from ..cells import error_output
-from ..enames import NOT_RUN
-from ..environment import MEMORY_ENV
-from ..kernel import contain, sandbox
+from ..cells import error_output, is_test
+from ..enames import DEAF, KERNEL_DIED, NOT_RUN
+from ..kernel import contain, launch, sandbox
 from ..kernel.inside import Policy
 from ..kernel.kernels import LimitedKernelManager, PromptClient
+from ..kernel.launch import Launch
 from .flags import mark_truncated
-from .restart import RestartingExecute
 
 TRUNCATED = "... Output truncated: the notebook printed too much ...\n"
 
 
-class GuardedExecute(RestartingExecute):
-    """nbgrader's ``Execute``, plus kernel restarts, a memory cap and fast shutdown."""
+class GuardedExecute(Execute):
+    """nbgrader's ``Execute``, plus kernel restarts, a sandbox, limits and fast
+    shutdown."""
+
+    max_restarts = Integer(
+        3, help="Kernel restarts per notebook before the remaining cells are not run."
+    ).tag(config=True)
 
     memory_limit = Float(
-        4.0, help="Address space per kernel, in GiB (0: no limit)."
+        Policy.memory / 2**30, help="Address space per kernel, in GiB (0: no limit)."
     ).tag(config=True)
     shutdown_kernel = Enum(
         ["graceful", "immediate"],
@@ -101,6 +109,9 @@ class GuardedExecute(RestartingExecute):
         return LimitedKernelManager
 
     def preprocess(self, nb, resources=None, km=None):
+        self._ran: list[str] = []  # sources to replay after a restart
+        self._restarts = 0
+        self._given_up = ""  # why the remaining cells are not run (empty: they are)
         self._printed = 0  # characters of stream output so far
         self._box: dict = {}
         self._ipc = ""
@@ -124,7 +135,8 @@ class GuardedExecute(RestartingExecute):
             raise RuntimeError(sandbox.refusal(reason))
         return reason is None
 
-    def _policy(self) -> sandbox.Policy:
+    def _policy(self) -> Policy:
+        """The kernel's limits, from this step's settings."""
         return Policy(
             memory=int(self.memory_limit * 2**30),
             cpu_seconds=self.cpu_limit,
@@ -154,14 +166,10 @@ class GuardedExecute(RestartingExecute):
         return km
 
     async def async_start_new_kernel(self, **kwargs) -> None:
-        limit = int(self.memory_limit * 2**30)
         self._box = contain.open_box(self.max_processes)
         env = {**os.environ, **self._box, evidence.ENV: "1"}  # checks record evidence
-        if limit > 0 and not self._sandboxed:  # a sandbox's policy caps it
-            env[MEMORY_ENV] = str(limit)
-        if self._sandboxed:
-            env[sandbox.ENV] = self._policy().to_env()
-        elif not self.network:
+        env[launch.ENV] = Launch(self._policy(), sandboxed=self._sandboxed).to_env()
+        if not self._sandboxed and not self.network:
             env[contain.NO_NET_ENV] = "1"
         if self._sandboxed or not self.network:
             # No loopback shared with the grader: talk over socket files, in a
@@ -243,3 +251,85 @@ class GuardedExecute(RestartingExecute):
             )
             run_sync(self._async_cleanup_kernel)()
         return cell, resources
+
+    # A cell that broke its kernel: say so in its outputs, go on in a new kernel.
+
+    def _execute_or_restart(self, cell, resources, index):
+        """Run a code cell; if it broke its kernel, say so in its outputs and go on
+        in a new kernel (or give up)."""
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._fault(
+                cell,
+                KERNEL_DIED,
+                say(
+                    "the kernel died while running this cell (os._exit, a "
+                    "signal, a crash or running out of memory)"
+                ),
+            )
+        except CellTimeoutError:
+            self._fault(
+                cell,
+                DEAF,
+                say(
+                    "this cell ran longer than {timeout} s and did not stop "
+                    "when interrupted",
+                    timeout=self.timeout,
+                ),
+            )
+        except Exception as err:  # noqa: BLE001 - e.g. garbled replies from a starved kernel
+            self._fault(
+                cell,
+                KERNEL_DIED,
+                say(
+                    "the kernel broke while running this cell ({type_name}; "
+                    "out of processes or threads?)",
+                    type_name=type(err).__name__,
+                ),
+            )
+        else:
+            if not is_test(cell):
+                self._ran.append(cell.source)
+        return cell, resources
+
+    def _fault(self, cell: NotebookNode, ename: str, what: str) -> None:
+        self.log.warning("%s; restarting the kernel", what)
+        self._restarts += 1
+        if self._restarts > self.max_restarts:
+            self._given_up = say(
+                "not run: the kernel was restarted {max_restarts} times",
+                max_restarts=self.max_restarts,
+            )
+            cell.outputs = [error_output(ename, what)]
+            run_sync(self._async_cleanup_kernel)()
+            return
+        cell.outputs = [
+            error_output(
+                ename,
+                say(
+                    "{what}; the kernel was restarted and grading went on "
+                    "with the next cell",
+                    what=what,
+                ),
+            )
+        ]
+        if not run_sync(self._async_restart)():
+            self._given_up = say("not run: the cells before it failed after a restart")
+
+    async def _async_restart(self) -> bool:
+        """A new kernel with the earlier cells replayed; False if that fails."""
+        await self._async_cleanup_kernel()
+        self.km = self.create_kernel_manager()
+        await self.async_start_new_kernel()
+        await self.async_start_new_kernel_client()
+        for source in self._ran:
+            msg_id = await ensure_async(
+                self.kc.execute(source, silent=True, store_history=False)
+            )
+            try:
+                if await self.async_wait_for_reply(msg_id) is None:
+                    return False
+            except (DeadKernelError, CellTimeoutError):
+                return False
+        return True

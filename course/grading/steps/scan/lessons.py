@@ -1,7 +1,9 @@
-"""The lesson of each exercise, read from the answer's source.
+"""Each exercise's lesson, read from the answer's source.
 
 Answers may use public names of the modules the course needs (:data:`MODULES`)
-and their own names. Each exercise's :class:`Lesson` adds the names it turns off
+and their own names. Each exercise's :class:`~course.checks.lessons.Lesson`,
+declared beside its checks (``LESSONS`` in each notebook's check module, which
+also turns the same shortcuts off in the kernel), adds the names it turns off
 (``softmax`` for softmax by hand, fused attention for attention by hand), the
 modules an answer may not call whole (``self_attn(hidden)`` in 06) and, for
 softmax by hand, the only attributes it may use. An exercise's code is its
@@ -12,19 +14,20 @@ so a helper in another cell counts where it is called.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
 from ....checks import (
+    attention,
+    debugging,
     decoding,
     heads,
     layer,
     modern,
-    oracles,
     outputs,
     positions,
     softmax,
     transformer,
 )
+from ....checks.lessons import Lesson
 from ....i18n import N_, say
 from . import deny
 from .binder import chain
@@ -37,76 +40,13 @@ MODULES |= {f"{m}.{name}" for m, names in deny.PLAIN_NAMES.items() for name in n
 LOW_LEVEL = ("torch.ops", "torch.library", "torch.utils.cpp_extension", "torch.jit")
 USES = N_("uses `{text}`. {lesson}")  # a name the exercise's lesson turns off
 
-SOFTMAXES = {"softmax", "log_softmax", "softmin", "Softmax", "LogSoftmax", "Softmin"}
-SOFTMAXES |= {"Softmax2d", "gumbel_softmax", "distributions"}
-FUSED = {"scaled_dot_product_attention", "multi_head_attention_forward"}
-FUSED |= {"MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"}
-FUSED |= {"Transformer", "TransformerDecoderLayer", "flash_attention"}
-SOFTMAXES, FUSED = frozenset(SOFTMAXES), frozenset(FUSED)
-#: transformers' own rotary code and K/V sharing (12 is about writing them)
-ROTARY = frozenset({"apply_rotary_pos_emb", "rotate_half", "ModernBertRotaryEmbedding"})
-ROTARY |= {"LlamaRotaryEmbedding", "rotary_emb"}
-SHARED_KV = FUSED | {"repeat_kv"}
-
-#: What softmax by hand may use: arithmetic, reductions, shapes and dtypes. Anything
-#: else (softmax under any name, fused attention, torch.distributions, ...) is out.
-BY_HAND_SOFTMAX = {"exp", "exp_", "log", "sum", "max", "amax", "min", "amin", "mean"}
-BY_HAND_SOFTMAX |= {"logsumexp", "clamp", "clamp_min", "clip", "where", "maximum"}
-BY_HAND_SOFTMAX |= {"minimum", "isfinite", "isinf", "isnan", "nan_to_num", "sub"}
-BY_HAND_SOFTMAX |= {"sub_", "add", "mul", "div", "div_", "neg", "true_divide", "abs"}
-BY_HAND_SOFTMAX |= {"float", "double", "half", "to", "type_as", "dtype", "shape"}
-BY_HAND_SOFTMAX |= {"size", "dim", "ndim", "values", "indices", "unsqueeze"}
-BY_HAND_SOFTMAX |= {"squeeze", "expand", "expand_as", "reshape", "view", "transpose"}
-BY_HAND_SOFTMAX |= {"permute", "movedim", "contiguous", "clone", "detach", "numel"}
-BY_HAND_SOFTMAX |= {"zeros_like", "ones_like", "full_like", "tensor", "as_tensor"}
-BY_HAND_SOFTMAX |= {"finfo", "inf", "float16", "float32", "float64", "bfloat16"}
-BY_HAND_SOFTMAX |= {"masked_fill", "broadcast_to", "item", "tolist", "keepdim"}
-BY_HAND_SOFTMAX |= {"sqrt", "pow", "e", "mT", "T", "new_zeros", "new_ones"}
-BY_HAND_SOFTMAX |= {"cpu", "numpy", "from_numpy", "asarray", "array", "astype"}  # numpy
-BY_HAND_SOFTMAX |= {"device"}
-
-
-@dataclass(frozen=True)
-class Lesson:
-    """What one exercise teaches, as what its answer may not use.
-
-    ``whole`` are modules the answer may not call whole, each
-    ``"<parameter index>.<attribute path>"`` (``*`` stands for any index);
-    ``allowed``, if given, are the only attributes the answer may use.
-    """
-
-    message: str
-    banned: frozenset[str] = frozenset()
-    whole: tuple[str, ...] = ()
-    allowed: frozenset[str] | None = None
-
-
-NONE = Lesson("")
-_LAYER = ("1", "1.attention", "1.attention.self", "1.attention.output")
-_ENCODER = ("2", "2.encoder", "2.embeddings", "2.encoder.layer.*")
-LESSONS = {
-    "softmax": Lesson(
-        softmax.BY_HAND, SOFTMAXES | FUSED, allowed=frozenset(BY_HAND_SOFTMAX)
-    ),
-    "project_head": Lesson(heads.SLICE, whole=("1",)),
-    "pooler": Lesson(outputs.POOLER, whole=("0.pooler",)),
-    "head_attention": Lesson(oracles.BY_HAND, FUSED, ("1",)),
-    "multi_head_attention": Lesson(oracles.BY_HAND, FUSED, ("1",)),
-    "embeddings_forward": Lesson(layer.BY_HAND, whole=("2",)),
-    "attention_block": Lesson(layer.BY_HAND, FUSED, ("1", "1.self", "1.output")),
-    "feed_forward": Lesson(layer.BY_HAND, whole=("1", "1.intermediate", "1.output")),
-    "bert_layer": Lesson(layer.BY_HAND, FUSED, _LAYER + ("1.intermediate", "1.output")),
-    "bert_encoder": Lesson(layer.BY_HAND, FUSED, _ENCODER),
-    "causal_attention": Lesson(positions.CAUSAL, FUSED),
-    "MultiHeadSelfAttention": Lesson(transformer.BUILD, FUSED),
-    "EncoderBlock": Lesson(transformer.BUILD, FUSED),
-    "chunked_attention": Lesson(oracles.FUSED, FUSED),
-    "rotary": Lesson(modern.ROTARY_LIB, ROTARY),
-    "grouped_query_attention": Lesson(modern.SHARED_KV, SHARED_KV),
-    "modernbert_attention": Lesson(modern.LAYER_BY_HAND, FUSED | ROTARY, ("0",)),
-    "cross_attention": Lesson(decoding.CROSS_BY_HAND, FUSED, ("2",)),
-    "cached_attention": Lesson(decoding.CACHE_BY_HAND, FUSED),
-    "greedy_generate": Lesson(decoding.GENERATE_BY_HAND, frozenset({"generate"})),
+#: The notebooks' check modules that declare lessons (``LESSONS``).
+DECLARED_IN = (softmax, heads, outputs, attention, layer, positions, transformer)
+DECLARED_IN += (debugging, modern, decoding)
+LESSONS: dict[str, Lesson] = {
+    exercise: lesson
+    for module in DECLARED_IN
+    for exercise, lesson in module.LESSONS.items()
 }
 
 

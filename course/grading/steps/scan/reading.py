@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 
 from nbformat import NotebookNode
 
+from ....checks.lessons import NONE
 from ....i18n import say
 from ... import cells
 from ...cells import grade_id, is_test_id
 from ...enames import SHORTCUT, TAMPERED
 from .binder import bind
-from .lessons import LESSONS, NONE, LessonReader, classes, closure, defined, needs
+from .lessons import LESSONS, LessonReader, classes, closure, defined, needs
 from .source import parse, role
 from .tampering import Tampering
 

@@ -11,8 +11,9 @@ import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
-from course.grading.environment import MEMORY_ENV, threads
-from course.grading.kernel import warm
+from course.grading.environment import threads
+from course.grading.kernel import launch, warm
+from course.grading.kernel.inside import Policy
 
 PROBE = """
 import json, os, resource, torch
@@ -40,7 +41,7 @@ def warm_env(zygote, monkeypatch):
     for key in (warm.SOCKET_ENV, "JUPYTER_PATH"):
         monkeypatch.setenv(key, zygote[1][key])
     monkeypatch.setenv("WARM_TEST_MARK", "from the grader")
-    monkeypatch.setenv(MEMORY_ENV, str(3 * 2**30))
+    monkeypatch.setenv(launch.ENV, launch.Launch(Policy(memory=3 * 2**30)).to_env())
     return zygote[0]
 
 

@@ -16,7 +16,8 @@ from jupyter_client.manager import KernelManager
 from services import reachable_by_all
 
 from course.grading import tool_env
-from course.grading.kernel import mounts, procs, sandbox, warm
+from course.grading.kernel import launch, mounts, procs, sandbox, warm
+from course.grading.kernel.launch import Launch
 
 pytestmark = [
     pytest.mark.slow,
@@ -97,10 +98,8 @@ def _kernel(
     (tmp_path / "ipc").mkdir()
     km.ip = str(tmp_path / "ipc" / "kernel")
     km.kernel_spec.argv[:3] = [sys.executable, "-m", "course.grading.kernel.warm"]
-    policy = (policy or sandbox.Policy()).to_env()
-    km.start_kernel(
-        env={**env, "PGPASSWORD": SECRET, sandbox.ENV: policy}, cwd=str(cwd)
-    )
+    given = Launch(policy or sandbox.Policy(), sandboxed=True).to_env()
+    km.start_kernel(env={**env, "PGPASSWORD": SECRET, launch.ENV: given}, cwd=str(cwd))
     return km
 
 
@@ -140,7 +139,7 @@ def test_a_sandboxed_kernel_sees_only_its_own_world(zygote, tmp_path):
     assert view["uid"] >= sandbox.SLOT_UID and view["pid"] == 2
     assert view["cwd"] == str(cwd) and view["files"] == ["helper.py"]
     assert "work" not in view["root"] or Path(sys.prefix).is_relative_to("/work")
-    assert "PGPASSWORD" not in view["env"] and sandbox.ENV not in view["env"]
+    assert "PGPASSWORD" not in view["env"] and launch.ENV not in view["env"]
     _assert_sealed(view, tmp_path)
 
 
@@ -252,7 +251,7 @@ def test_a_sandbox_s_memory_holds_its_tmpfs_too(zygote, tmp_path, ram):
     process's address space: with a cap of 512 MiB on the whole sandbox the kernel
     holds less than that (a write fails or the kernel is killed); without one (the
     control) it writes all 4 x 176 MiB."""
-    policy = sandbox.Policy(ram=ram, scratch=192 << 20, file_size=192 << 20)
+    policy = sandbox.Policy(memory=0, ram=ram, scratch=192 << 20, file_size=192 << 20)
     km = _kernel(zygote[1], tmp_path, tmp_path, policy)
     try:
         held = [int(n) for n in _execute(km, BALLAST, timeout=20, dead=True).split()]

@@ -2,6 +2,7 @@
 submissions the instructor should review."""
 
 import csv
+from collections import Counter
 
 from course.grading.run import report
 
@@ -21,6 +22,19 @@ def test_a_verdict_counts_each_student_once_per_exercise():
     table = report._verdict_table(got, ANSWERS)
     assert "(your input was x)" in table  # whole, never cut mid-word
     assert table.index("split_heads") < table.index("merge_heads")  # course order
+
+
+def test_the_verdict_table_does_not_depend_on_the_counting_order():
+    """Tied verdicts come in one order: two runs that give the same verdicts give
+    the same report, whatever order a set of messages was counted in."""
+    verdicts = [f"CheckFailed: mistake {k}" for k in "fedcbagh"]
+    tables = {
+        report._verdict_table({"split_heads": Counter(dict.fromkeys(order, 1))}, [])
+        for order in (verdicts, verdicts[::-1], sorted(verdicts))
+    }
+    assert len(tables) == 1
+    (table,) = tables
+    assert "mistake a" in table and "mistake f" not in table  # five, a to e
 
 
 def test_flagged_and_failed_submissions_are_listed_with_their_reasons(tmp_path):
