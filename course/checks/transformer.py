@@ -88,6 +88,12 @@ def _expect_attention(cls, *, d_model, heads, B, T, mask_kind, seed) -> None:
         unscaled.in_proj_weight[:d_model] *= math.sqrt(d_model // heads)
         unscaled.in_proj_bias[:d_model] *= math.sqrt(d_model // heads)
     wrong[NO_SCALE] = _mha(unscaled, x, mask, heads)
+    wrong[SPLIT_D_H] = _mha(_split_d_h(att, d_model, heads), x, mask, heads)
+    no_out = _mha_like(att, d_model, heads)
+    with torch.no_grad():  # the merged heads, as they are
+        no_out.out_proj.weight.copy_(torch.eye(d_model))
+        no_out.out_proj.bias.zero_()
+    wrong[NO_OUT_PROJ] = _mha(no_out, x, mask, heads)
     expect_shape(probs, (B, heads, T, T), "probs", "(B, H, T, T).")
     expect_shape(out, (B, T, d_model), "out", "(B, T, D).")
     what = say("torch.nn.MultiheadAttention with your weights")
@@ -265,6 +271,17 @@ UNMERGED = N_(
     "first, then reshape.",
     mistake="merge",
 )
+SPLIT_D_H = N_(
+    "the heads were split as (d, H): view(B, T, d, H) gives head h every H-th "
+    "feature (h, h + H, ...), not its own block of d. Split the last dim as (H, d): "
+    "view(B, T, H, d), then transpose to (B, H, T, d).",
+    mistake="split-d-h",
+)
+NO_OUT_PROJ = N_(
+    "out_proj was not applied: the merged heads (B, T, D) go through the fourth "
+    "projection, out_proj, before they are returned.",
+    mistake="no-out-proj",
+)
 FF_RESIDUAL = N_(
     "the feed-forward's residual is missing: with norm_first=False the block "
     "ends norm2(h + ff(h)), with norm_first=True h + ff(norm2(h)), where h is "
@@ -286,6 +303,21 @@ def _mha_like(att, d_model: int, heads: int) -> nn.MultiheadAttention:
         ref.out_proj.weight.copy_(att.out_proj.weight)
         ref.out_proj.bias.copy_(att.out_proj.bias)
     return ref.eval()
+
+
+def _split_d_h(att, d_model: int, heads: int) -> nn.MultiheadAttention:
+    """torch's MultiheadAttention whose head h holds features h, h + H, ... of the
+    student's projections, and merges them back in that order: what splitting the
+    last dim as (d, H) instead of (H, d) computes."""
+    d = d_model // heads
+    order = torch.tensor([j * heads + h for h in range(heads) for j in range(d)])
+    ref = _mha_like(att, d_model, heads)
+    with torch.no_grad():
+        rows = torch.cat([order + part * d_model for part in range(3)])
+        ref.in_proj_weight.copy_(ref.in_proj_weight[rows])
+        ref.in_proj_bias.copy_(ref.in_proj_bias[rows])
+        ref.out_proj.weight.copy_(ref.out_proj.weight[:, order])
+    return ref
 
 
 def _torch_mask(mask, heads: int):
