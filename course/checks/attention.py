@@ -26,7 +26,7 @@ from . import (
 )
 from .calls import CaseVerdicts
 from .lessons import FUSED_ATTENTION, Lesson
-from .oracles import BY_HAND, NO_SCALE, Case, course_case, random_cases
+from .oracles import BY_HAND, BY_WIDTH, NO_SCALE, Case, course_case, random_cases
 
 _softmax = torch.softmax
 LESSONS = {  # head_attention(hidden, self_attn, ...), multi_head_attention likewise
@@ -81,6 +81,9 @@ def wrong_probs(case: Case, head: int | None = None) -> dict:
         NO_SCALE: _softmax(s * math.sqrt(case.d) + pad * -1e4, -1),
         MULTIPLIED: _softmax(s * (1 - pad), -1),
     }
+    D = case.hidden.shape[-1]
+    if D != case.d:  # with one head sqrt(D) is the right scale
+        out[BY_WIDTH] = _softmax(s * math.sqrt(case.d / D) + pad * -1e4, -1)
     if bool(pad.any()):
         out.update({NO_MASK: _softmax(s, -1), SIGN: _softmax(s + pad * 1e4, -1)})
         tokens = (1 - pad).bool().expand_as(s)
@@ -165,7 +168,7 @@ def head_attention_random(fn, seed: int) -> None:
     """Other models, layers, heads, batches, lengths and padding."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
-    for case in random_cases(seed):
+    for case in random_cases(seed, sharpen=True):  # a wrong scale shows
         with verdicts:
             _expect_head(fn, case, head=rng.randrange(case.H), masked=True, part="all")
     verdicts.fail_if_any()
@@ -288,6 +291,8 @@ def _expect_context(context, probs, case: Case) -> None:
         ON_K: tuple((p @ k).transpose(1, 2).reshape(B, T, D) for p in probs_both),
         NO_SCALE: (wrong_probs(case)[NO_SCALE] @ v).transpose(1, 2).reshape(B, T, D),
     }
+    if BY_WIDTH in (wrong := wrong_probs(case)):
+        diagnose[BY_WIDTH] = (wrong[BY_WIDTH] @ v).transpose(1, 2).reshape(B, T, D)
     expect_close(
         context,
         case.context,
@@ -317,7 +322,7 @@ def multi_head_attention_mask(fn) -> None:
 def multi_head_attention_random(fn, seed: int) -> None:
     """Other models, layers, batches, lengths and padding."""
     verdicts = CaseVerdicts()
-    for case in random_cases(seed):
+    for case in random_cases(seed, sharpen=True):  # a wrong scale shows
         with verdicts:
             _expect_mha(fn, case, True, "all")
     verdicts.fail_if_any()

@@ -45,6 +45,11 @@ MEMORY_MASK_INVERTED = N_(
     "attended, 0 a padded one.",
     mistake="memory-mask-inverted",
 )
+MASK_ON_QUERIES = N_(
+    "memory_mask was laid along the queries (B, 1, Tk, 1): it masks keys, the "
+    "memory's positions, so it goes along the last dim, (B, 1, 1, Tk).",
+    mistake="mask-on-queries",
+)
 CROSS_CAUSAL = N_(
     "a causal mask in cross-attention: the whole source is known before decoding "
     "starts, so every target position may see every real source token.",
@@ -103,6 +108,12 @@ FIRST_POSITION = N_(
     "the next token is taken from the first position's logits: the model predicts "
     "what follows the sequence at its last position, logits[:, -1].",
     mistake="first-position",
+)
+STALE_TOKEN = N_(
+    "a cached step read another token than the one just chosen: with the cache "
+    "each step feeds only the newest token, the one the step before picked "
+    "(the last column of the sequence so far).",
+    mistake="stale-token",
 )
 NEW_ONLY = N_(
     "only the new tokens are returned: return the prompt followed by them, "
@@ -236,7 +247,20 @@ def _cross_mistakes(attn, x, memory, mask: _Tensor | None) -> dict:
         diagnose[MEMORY_MASK_IGNORED] = _module_context(attn, x, memory, None)
         inverted = _cross_inverted(attn, x, memory, mask)
         diagnose[MEMORY_MASK_INVERTED] = inverted
+        if Tq == Tk:  # only then does a mask on the queries' axis broadcast
+            diagnose[MASK_ON_QUERIES] = _mask_on_queries(attn, x, memory, mask)
     return diagnose
+
+
+def _mask_on_queries(attn, x, memory, mask: _Tensor) -> _Tensor:
+    """The context when the memory mask is laid along the queries (B, 1, Tk, 1)
+    and filled with the dtype's min: a padded position's query row is one constant
+    plus its scores, which rounds to a constant, so it attends to every key
+    alike (the mean of the values); the other rows are unmasked."""
+    with torch.no_grad():
+        plain = _module_context(attn, x, memory, None)  # (B, Tq, D)
+        uniform = attn.value(memory).mean(1, keepdim=True)  # (B, 1, D)
+        return torch.where(mask[..., None], plain, uniform)
 
 
 def _cross_inverted(attn, x, memory, mask: _Tensor) -> tuple:
@@ -521,10 +545,11 @@ def _decoder(seed: int, H: int, H_kv: int, d: int, vocab: int, layers: int):
 
 class _Watch:
     """While a student's loop runs: what each call of the model fed its first
-    attention layer (new tokens, keys attended) and the last position's logits."""
+    attention layer (new tokens, keys attended), the token ids it read and the last
+    position's logits."""
 
     def __init__(self, model):
-        self.model, self.fed, self.logits = model, [], []
+        self.model, self.fed, self.ids, self.logits = model, [], [], []
 
     def __enter__(self):
         attn = self.model.model.layers[0].self_attn
@@ -538,9 +563,13 @@ class _Watch:
         def logits(_module, _args, out) -> None:
             self.logits.append(out[:, -1].detach().clone())
 
+        def ids(_module, args, _out) -> None:
+            self.ids.append(args[0].detach().clone() if args else None)
+
         self.hooks = [
             attn.register_forward_hook(fed, with_kwargs=True),
             self.model.lm_head.register_forward_hook(logits),
+            self.model.model.embed_tokens.register_forward_hook(ids),
         ]
         return self
 
@@ -550,7 +579,8 @@ class _Watch:
 
     def probe(self, tokens, *_args) -> dict:
         """The call's result with what the loop fed: the evidence a check reads."""
-        return {"tokens": tokens, "fed": list(self.fed), "logits": list(self.logits)}
+        fed = {"fed": list(self.fed), "ids": list(self.ids)}
+        return {"tokens": tokens, **fed, "logits": list(self.logits)}
 
 
 def tokens_read(model, run):
@@ -603,6 +633,19 @@ def _feeding_mistake(fed: list, T: int, use_cache: bool) -> str | None:
     return None
 
 
+def _fed_stale(fed_ids: list, tokens: _Tensor, T: int) -> bool:
+    """Whether a cached step (one new token) read another token than the one the
+    step before it chose, ``tokens[:, T + k - 1]`` at step k."""
+    for step, ids in enumerate(fed_ids[1:], 1):
+        if ids is None or ids.ndim != 2 or ids.shape[1] != 1:
+            continue
+        if T + step - 1 < tokens.shape[1] and not _equal(
+            ids[:, 0].long(), tokens[:, T + step - 1]
+        ):
+            return True
+    return False
+
+
 def _expect_greedy(
     fn, model, prompt: tuple[_Tensor, tuple], n: int, use_cache: bool, label: str
 ):
@@ -636,6 +679,8 @@ def _expect_greedy(
     if _equal(tokens.long(), want):
         _expect_logits(seen["logits"], want_logits, name)
         return tokens
+    if use_cache and _fed_stale(seen["ids"], tokens.long(), T):
+        fail_mistaken(name, STALE_TOKEN)
     with torch.no_grad():
         first = model(ids).logits[:, 0].argmax(-1)  # (B,)
     # fed whole sequences, position 0 predicts the same token every step

@@ -125,6 +125,11 @@ SHARED_KV = N_(
     "Share the K/V heads by hand: repeat_kv and torch's fused attention are "
     "turned off for this exercise."
 )
+QKV_HEADS_FIRST = N_(
+    "Wqkv's output was read as (B, T, H, 3, d): ModernBERT lays it out q, k, v "
+    "first, then the heads, view(B, T, 3, H, d).",
+    mistake="qkv-heads-first",
+)
 LAYER_BY_HAND = N_(
     "Compute the layer's attention by hand from attn.Wqkv and attn.Wo, with your "
     "rotary and sliding_window_mask: calling the attention module (or "
@@ -514,13 +519,17 @@ def attention_io(model, ids: _Tensor) -> list[tuple]:
 def _layer_variant(attn, hidden: _Tensor, **change) -> _Tensor:
     """A ModernBERT attention module's output with one thing changed: ``theta``
     (the rotary base), ``windowed`` (apply the window or not), ``rotate_v``,
-    ``rotate_k``, ``scale``, ``interleaved`` (GPT-J's and Llama's pairs); made
+    ``rotate_k``, ``scale``, ``interleaved`` (GPT-J's and Llama's pairs),
+    ``heads_first`` (Wqkv's output read as (H, 3, d)); made
     from transformers' own pieces."""
     config, B, T, _ = attn.config, *hidden.shape
     kind = config.layer_types[attn.layer_idx]
     theta = change.get("theta", config.rope_parameters[kind]["rope_theta"])
     with torch.no_grad():
-        qkv = attn.Wqkv(hidden).double().view(B, T, 3, -1, attn.head_dim)
+        qkv = attn.Wqkv(hidden).double()
+        if change.get("heads_first"):  # read as (H, 3, d)
+            qkv = qkv.view(B, T, -1, 3, attn.head_dim).transpose(2, 3)
+        qkv = qkv.reshape(B, T, 3, -1, attn.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, d)
         rotate = _interleaved if change.get("interleaved") else _rotated
         q_r = rotate(q, torch.arange(T), theta)
@@ -544,6 +553,8 @@ def _layer_mistakes(attn, hidden: _Tensor) -> dict[str, _Tensor]:
         NO_SCALE: _layer_variant(attn, hidden, scale=False),
         INTERLEAVED: _layer_variant(attn, hidden, interleaved=True),
     }
+    if config.num_attention_heads > 1:  # with one head both layouts are the same
+        diagnose[QKV_HEADS_FIRST] = _layer_variant(attn, hidden, heads_first=True)
     thetas = config.rope_parameters
     if thetas[other]["rope_theta"] != thetas[kind]["rope_theta"]:
         diagnose[WRONG_THETA] = _layer_variant(
@@ -605,7 +616,8 @@ def modernbert_attention_random(fn, seed: int) -> None:
     model = models.modern_bert(
         seed=rng.randint(0, 999),
         num_layers=3,
-        num_heads=rng.choice([1, 2, 3]),
+        # several heads: with one, Wqkv's output read as (H, 3, d) is (3, H, d)
+        num_heads=rng.choice([2, 3]),
         head_size=rng.choice([4, 8, 12]),
         local_attention=window,
         global_every=rng.choice([2, 3]),

@@ -21,16 +21,12 @@ from . import call, equal, expect_close, expect_shape, fail
 from .calls import CaseVerdicts, call_naming
 from .compare import expect_bool_mask
 from .lessons import FUSED_ATTENTION, Lesson
+from .oracles import BY_LENGTH
 
 POSITIONS_FROM_1 = N_(
     "the positions start at 1: row p must encode position p, so the first row is "
     "position 0 (sin 0 = 0, cos 0 = 1).",
     mistake="pe-from-1",
-)
-BY_LENGTH = N_(
-    "the scores are divided by sqrt(T), the sequence length; the scale is "
-    "1/sqrt(d), d the head size (the last dim of Q).",
-    mistake="scaled-by-length",
 )
 
 

@@ -31,13 +31,18 @@ from . import (
 from .calls import CaseVerdicts
 from .compare import fail_mistaken
 from .lessons import FUSED_ATTENTION, SOFTMAXES, Lesson
-from .oracles import BY_WIDTH, LAST_DIM, sample_qk
+from .oracles import BY_LENGTH, BY_WIDTH, LAST_DIM, sample_qk
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
 
 WRONG_DIM = N_(
     "rows do not sum to 1 — softmax over the key dim (-1), not dim 0.",
     mistake="wrong-dim",
+)
+HEADS_DIM = N_(
+    "it normalises over dim 1 (the heads); each query's weights over the keys "
+    "(dim -1) must sum to 1.",
+    mistake="heads-dim",
 )
 ROWS_DIM = N_(
     "it normalises over dim -2 (the queries); each query's weights over the "
@@ -149,11 +154,14 @@ def softmax_random(fn, seed: int) -> None:
 
 def _wrong_weights(Q, K, s) -> dict:
     """What each softmax-dim or scaling misconception makes of the scores ``s``."""
-    return {
+    wrong = {
         WRONG_DIM: _softmax(s, 0) if s.dim() > 2 else _softmax(s, -2),
         ROWS_DIM: _softmax(s, -2),
         **{k: _softmax(v, -1) for k, v in _diagnose_scores(Q, K, s).items()},
     }
+    if s.dim() == 4:  # (B, H, Tq, Tk)
+        wrong[HEADS_DIM] = _softmax(s, 1)
+    return wrong
 
 
 def _expect_weights(fn, Q, K) -> None:
@@ -260,6 +268,9 @@ def _diagnose_scores(Q, K, s) -> dict:
     if Q.dim() == 4:
         D = Q.shape[1] * d
         out[say(BY_WIDTH)] = s * math.sqrt(d / D)
+    Tk = K.shape[-2]
+    if Tk > 1:  # one key: sqrt(Tk) is no scale at all, said above
+        out[say(BY_LENGTH)] = s * math.sqrt(d / Tk)
     if Q.shape[-2] == K.shape[-2]:
         out[
             say(

@@ -194,6 +194,9 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
         no_ff_residual = _without_ff_residual(ref, x, _torch_mask(mask, heads))
         one_norm.norm2.load_state_dict(block.norm1.state_dict())
         norm1_twice = one_norm(x, src_mask=_torch_mask(mask, heads))
+    diagnose = {FF_RESIDUAL: no_ff_residual, NORM1_TWICE: norm1_twice}
+    if norm_first:
+        diagnose[NORMED_RESIDUAL] = _normed_residual(ref, x, _torch_mask(mask, heads))
     if norm_first:
         hint = say(
             "with norm_first=True, LayerNorm comes before each sublayer: x + "
@@ -210,11 +213,17 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
         got,
         want,
         f"EncoderBlock(norm_first={norm_first})(x)",
-        diagnose={hint: wrong, FF_RESIDUAL: no_ff_residual, NORM1_TWICE: norm1_twice},
+        diagnose={hint: wrong, **diagnose},
         what=say("torch.nn.TransformerEncoderLayer with your weights"),
     )
 
 
+NORMED_RESIDUAL = N_(
+    "the residual carries the normalised x: with norm_first=True, x itself goes "
+    "round each sublayer, h = x + attn(norm1(x)), then h + ff(norm2(h)); "
+    "x = norm1(x) first loses it.",
+    mistake="normed-residual",
+)
 NORM1_TWICE = N_(
     "norm1 is used for both sublayers: the feed-forward's LayerNorm is norm2, with "
     "weights of its own.",
@@ -392,6 +401,16 @@ def _without_ff_residual(ref, x, attn_mask) -> torch.Tensor:
             h = x + sa(ref.norm1(x))
             return ff(ref.norm2(h))
         return ref.norm2(ff(ref.norm1(x + sa(x))))
+
+
+def _normed_residual(ref, x, attn_mask) -> torch.Tensor:
+    """``ref``'s pre-LN output with each residual taken from the normalised input
+    (``x = norm1(x); x = x + attn(x)``, and the same around the feed-forward)."""
+    with torch.no_grad():
+        h = ref.norm1(x)
+        h = h + ref.self_attn(h, h, h, attn_mask=attn_mask, need_weights=False)[0]
+        h = ref.norm2(h)
+        return h + ref.linear2(ref.activation(ref.linear1(h)))
 
 
 # --- the second part: training on the echo task, and attention's memory ---------------

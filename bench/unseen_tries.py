@@ -1,0 +1,82 @@
+"""Verdicts on answers the project has never seen: does each one name its mistake?
+
+A try is a file ``<anything>.txt`` in a folder: its first line says what it is,
+``# <assignment> <exercise>: <the mistake in a few words, or "correct">``, and the
+rest is the answer cell's code. Each try runs, with the reference answers around
+it, through its exercise's hidden checks on two seeds (as
+``tests/test_checks_seeds.py`` runs the fixtures). The runner prints one JSON line
+per try (its label and each test cell's verdict, "" when it passes) and a summary
+on stderr: correct tries at full marks, wrong tries that lost a point. Whether a
+verdict names the mistake its label says is for a reader to judge.
+
+    .venv/bin/python bench/unseen_tries.py bench/unseen > verdicts.jsonl
+
+``bench/unseen/`` holds the 61 tries a helper wrote on 2026-12-05 without reading
+the grader, its fixtures or the solutions (13 correct, 48 wrong). They were
+unseen then; the mistakes they showed unnamed have been named since, so they are
+a regression set now, and a new measure of unseen answers needs new tries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from harness import answer_namespace, hidden_calls, verdict  # noqa: E402
+
+SEEDS = (7, 31_337)
+
+
+def read_try(path: Path) -> tuple[str, str, str, str]:
+    """``(assignment, exercise, label, code)`` of one try file."""
+    first, _, code = path.read_text("utf-8").partition("\n")
+    head, _, label = first.removeprefix("#").strip().partition(":")
+    assignment, exercise = head.split()
+    return assignment, exercise, label.strip(), code
+
+
+def verdicts(assignment: str, exercise: str, code: str) -> dict[str, str]:
+    """``{test cell: first failing message, or ""}`` of the exercise's hidden
+    checks, over :data:`SEEDS`."""
+    ns = answer_namespace(assignment, {exercise: code})
+    out: dict[str, str] = {}
+    for cell, fn, name, kwargs in hidden_calls(assignment):
+        if name != exercise:
+            continue
+        if name not in ns:
+            out[cell] = "the answer did not run (no such name defined)"
+            continue
+        messages = [verdict(fn, ns[name], kwargs, seed) for seed in SEEDS]
+        out[cell] = next((m for m in messages if m), "")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path)
+    args = parser.parse_args(argv)
+    right = wrong = right_full = wrong_lost = 0
+    for path in sorted(args.folder.rglob("*.txt")):
+        assignment, exercise, label, code = read_try(path)
+        found = verdicts(assignment, exercise, code)
+        lost = any(found.values())
+        if label.lower() == "correct":
+            right, right_full = right + 1, right_full + (not lost)
+        else:
+            wrong, wrong_lost = wrong + 1, wrong_lost + lost
+        line = {"try": path.name, "exercise": exercise, "label": label}
+        print(json.dumps({**line, "verdicts": found}, ensure_ascii=False), flush=True)
+    print(
+        f"correct tries at full marks: {right_full}/{right}; "
+        f"wrong tries that lost points: {wrong_lost}/{wrong}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
