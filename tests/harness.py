@@ -284,16 +284,22 @@ def submissions(root: Path, assignment: str) -> dict[str, tuple[dict, dict[str, 
         grading.notebook_path(root, "release", assignment).read_text()
     )
     reference = reference_answers(root, assignment)
-    subs = {
-        "reference": (fill(release_nb, reference), {}),
-        "alternatives": (fill(release_nb, {**reference, **fixtures.ALTERNATIVES}), {}),
-    }
+    subs = _correct_students(release_nb, reference, fixtures)
     uses = answer_uses(fill(release_nb, reference))
     for k, mutants in enumerate(rounds(fixtures.MUTANTS, uses)):
         answers = {**reference, **{m.cell: m.code for m in mutants}}
         expected = {cell: piece for m in mutants for cell, piece in m.fails.items()}
         subs[f"mutants{k}"] = (fill(release_nb, answers), expected)
     return subs
+
+
+def _correct_students(release_nb: dict, reference: dict, fixtures) -> dict:
+    """The reference answers, and the correct alternatives, as two students."""
+    alternatives = {**reference, **fixtures.ALTERNATIVES}
+    return {
+        "reference": (fill(release_nb, reference), {}),
+        "alternatives": (fill(release_nb, alternatives), {}),
+    }
 
 
 def mutant_students(
@@ -303,11 +309,11 @@ def mutant_students(
     (``m-<cell>-<name>``): two snapshots compare a mutant with itself even when
     mutants were added or removed between them (rounds would repack them)."""
     fixtures = fixture_module(assignment)
-    subs = dict(list(submissions(root, assignment).items())[:2])  # reference, alt.
     release_nb = json.loads(
         grading.notebook_path(root, "release", assignment).read_text()
     )
     reference = reference_answers(root, assignment)
+    subs = _correct_students(release_nb, reference, fixtures)
     for mutant in fixtures.MUTANTS:
         name = re.sub(r"[^a-z0-9]+", "-", f"m-{mutant.cell}-{mutant.name}".lower())
         name = name.strip("-")

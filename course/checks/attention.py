@@ -286,13 +286,14 @@ def _expect_context(context, probs, case: Case) -> None:
     _, k, v = case.qkv()
     # a merge mistake made on the model's probs, or on the student's own ones
     probs_both = (case.probs, probs.to(v.dtype))  # (B, H, T, T) each
+    wrong = wrong_probs(case)
     diagnose = {
         MIXED: tuple((p @ v).reshape(B, T, D) for p in probs_both),
         ON_K: tuple((p @ k).transpose(1, 2).reshape(B, T, D) for p in probs_both),
-        NO_SCALE: (wrong_probs(case)[NO_SCALE] @ v).transpose(1, 2).reshape(B, T, D),
     }
-    if BY_WIDTH in (wrong := wrong_probs(case)):
-        diagnose[BY_WIDTH] = (wrong[BY_WIDTH] @ v).transpose(1, 2).reshape(B, T, D)
+    for scale in (NO_SCALE, BY_WIDTH):  # BY_WIDTH: only with several heads
+        if scale in wrong:
+            diagnose[scale] = (wrong[scale] @ v).transpose(1, 2).reshape(B, T, D)
     expect_close(
         context,
         case.context,

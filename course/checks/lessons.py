@@ -108,7 +108,8 @@ def _owners() -> tuple:
     return tuple(owners)
 
 
-def _library(name: str) -> list[tuple[object, str]]:
+@functools.cache  # the owners are fixed: each name is looked up once per kernel
+def _library(name: str) -> tuple[tuple[object, str], ...]:
     """``(owner, attribute)`` to turn off for a banned ``name``: each function or
     method of that name, and each class's ``forward``."""
     targets = []
@@ -118,7 +119,7 @@ def _library(name: str) -> list[tuple[object, str]]:
             targets.append((found, "forward"))
         elif callable(found) and not isinstance(found, types.ModuleType):
             targets.append((owner, name))
-    return targets
+    return tuple(targets)
 
 
 def _modules(args: tuple, path: str) -> Iterator[torch.nn.Module]:

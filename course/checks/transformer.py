@@ -59,9 +59,10 @@ def _build_attention(cls, d_model: int, heads: int, seed: int):
     return att.eval()
 
 
-def _run(module, x, mask, name):
-    with LESSONS[name.partition(".")[0]].enforced(), torch.no_grad():
-        return call(module, x, mask, name=name)
+def _run(module, x, mask, exercise: str):
+    """``module(x, mask)``, the exercise's lesson enforced."""
+    with LESSONS[exercise].enforced(), torch.no_grad():
+        return call(module, x, mask, name=f"{exercise}.forward")
 
 
 def _expect_attention(cls, *, d_model, heads, B, T, mask_kind, seed) -> None:
@@ -74,7 +75,7 @@ def _expect_attention(cls, *, d_model, heads, B, T, mask_kind, seed) -> None:
     elif mask_kind == "batch":
         mask = torch.rand(B, T, T, generator=g) > 0.3
         mask[:, :, 0] = True  # every query may attend something
-    got = _run(att, x, mask, "MultiHeadSelfAttention.forward")
+    got = _run(att, x, mask, "MultiHeadSelfAttention")
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail("forward should return a pair (out, probs).")
     out, probs = got
@@ -108,7 +109,7 @@ def mhsa_structure(cls) -> None:
     """MultiHeadSelfAttention(32, 4) has q/k/v/out projections and returns (out, probs)."""
     att = _build_attention(cls, 32, 4, 0)
     x = torch.randn(2, 5, 32, generator=torch.Generator().manual_seed(0))
-    out = _run(att, x, None, "MultiHeadSelfAttention.forward")
+    out = _run(att, x, None, "MultiHeadSelfAttention")
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         fail("forward should return a pair (out, probs).")
     expect_shape(out[0], (2, 5, 32), "out")
@@ -183,7 +184,7 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(B, T, d_model, generator=g)
     mask = torch.ones(T, T, dtype=torch.bool).tril() if masked else None
-    got = _run(block, x, mask, "EncoderBlock.forward")
+    got = _run(block, x, mask, "EncoderBlock")
     sizes = {"d_model": d_model, "heads": heads, "d_ff": d_ff}
     ref = _reference_layer(block, **sizes, norm_first=norm_first)
     other = _reference_layer(block, **sizes, norm_first=not norm_first)
