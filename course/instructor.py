@@ -114,7 +114,12 @@ def cmd_grade(args) -> int:
         print(f"{name} was not in the gradebook: registered it from source/{name}")
     where = args.scheduler or args.scheduler_file or "a dask cluster on this machine"
     print(f"grading {len(plan.todo)} submissions of {', '.join(names)} on {where}")
-    with cluster.cluster(**remote, workers=args.workers, warm=not args.cold) as client:
+    with cluster.cluster(
+        **remote,
+        workers=args.workers,
+        warm=not args.cold,
+        preload=chosen.preprocessors,
+    ) as client:
         problems = cluster.sandbox_problems(client) if chosen.sandboxed else {}
         if problems:
             worker, reason = next(iter(problems.items()))

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from course import grading
+from course.grading import settings
 from course.grading.environment import threads, tool_env
 from course.grading.kernel import warm
 
@@ -34,7 +36,8 @@ def warm_env(tmp_path_factory):
     ``course grade``'s workers keep one: nbgrader and its kernels forked from it
     (``harness.autograde(..., warm_env=...)``) skip the interpreter's start."""
     tmp = tmp_path_factory.mktemp("zygote")
-    zygote, env = warm.start(tmp, tool_env())
+    preload = settings.resolve(grading.ROOT).preprocessors  # as `course grade`'s
+    zygote, env = warm.start(tmp, tool_env(), preload=preload)
     assert warm.wait_ready(zygote, env), (tmp / "zygote.log").read_text()
     yield env
     warm.stop(zygote)

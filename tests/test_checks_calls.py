@@ -1,4 +1,5 @@
-"""course.checks.calls: the verdicts of a check's parts, each part tried even after
+"""course.checks.calls: calling an answer (a sentence for what it raised, the hint
+its inputs call for), and the verdicts of a check's parts, each part tried even after
 one failed (CaseVerdicts), so that a second mistake is named too."""
 
 import math
@@ -7,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course import i18n
+from course import checks, i18n
 from course.checks import CheckFailed, ShortcutUsed, fail, positions
 from course.checks.calls import CaseVerdicts
 
@@ -72,3 +73,51 @@ def test_an_answer_with_two_bugs_hears_of_both(monkeypatch):
     with pytest.raises(CheckFailed) as first_only:
         positions.causal_attention_random(_causal_attention, seed=7)
     assert "sqrt(T)" not in str(first_only.value)
+
+
+def test_call_turns_not_implemented_into_a_sentence():
+    def todo(x):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="not written yet"):
+        checks.call(todo, 1)
+
+
+def test_call_reports_the_crash_and_not_a_deep_traceback():
+    def broken(x):
+        return x @ torch.ones(3, 2)
+
+    with pytest.raises(CheckFailed, match="raised RuntimeError") as info:
+        checks.call(broken, torch.ones(2, 2))
+    assert info.value._render_traceback_()[0].startswith("CheckFailed: ")
+
+
+def _no_keepdim(scores):
+    return scores - scores.max(-1).values  # (B, T, T) - (B, T)
+
+
+def _masked(scores, mask):
+    return scores + mask  # (B, H, T, T) + (B, T)
+
+
+@pytest.mark.parametrize(
+    "fn, inputs, hint, not_hint",
+    [
+        (_no_keepdim, (torch.randn(2, 4, 4),), "keepdim=True", "mask"),
+        (lambda Q: Q @ Q.T, (torch.randn(2, 3, 4, 5),), ".transpose(-2, -1)", "mask"),
+        (_masked, (torch.randn(2, 3, 4, 4), torch.ones(2, 4)), "(B, 1, T, T)", "keepdim"),
+        (_masked, (torch.randn(2, 3, 4, 4), torch.rand(2, 4) < 0.5), "(B, 1, T, T)", "keepdim"),
+        (_masked, (torch.randn(2, 3, 4, 4), torch.tensor([[0.0, -1e9, 0, 0]] * 2)), "(B, 1, T, T)", "keepdim"),
+        (_masked, (torch.randn(2, 3, 4, 4), torch.randn(2, 4)), "keepdim", "mask"),
+    ],
+)  # fmt: skip
+def test_a_shape_error_gets_the_hint_of_its_inputs(fn, inputs, hint, not_hint):
+    """The mask's broadcast hint only where a mask was given (tell by its values)."""
+    with pytest.raises(CheckFailed) as info:
+        checks.call(fn, *inputs, name="f")
+    assert hint in str(info.value) and not_hint not in str(info.value)
+
+
+def test_call_rejects_non_callables():
+    with pytest.raises(CheckFailed, match="should be a function"):
+        checks.call(42)

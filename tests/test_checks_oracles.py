@@ -29,3 +29,28 @@ def test_token_types_reach_the_model():
         case.model, case.layer, case.ids, case.mask, types=torch.ones_like(case.ids)
     )
     assert not torch.allclose(other.hidden, case.hidden)
+
+
+def test_oracle_runs_are_made_once_and_each_caller_gets_its_own_tensors():
+    """course_case and sample_qk run the model once per input; a caller that
+    changes its tensors in place (as a student's call may) changes no one else's."""
+    from course import data
+    from course.checks import layer, oracles
+
+    first = oracles.course_case(padded=True)
+    first.hidden.add_(1.0)
+    first.mask.zero_()
+    again = oracles.course_case(padded=True)
+    assert again.mask.sum() > 0 and not torch.equal(first.hidden, again.hidden)
+    assert again.self_attn is first.self_attn  # modules stay shared, as the model is
+    fresh = oracles._course_case.__wrapped__(True, data.SAMPLE_TEXT)  # not cached
+    assert torch.equal(fresh.probs, again.probs)
+    assert torch.equal(fresh.context, again.context)
+
+    block = layer.course_case()
+    block.states[0].zero_()
+    assert layer.course_case().states[0].abs().sum() > 0
+
+    queries, _ = oracles.sample_qk()
+    queries.zero_()
+    assert oracles.sample_qk()[0].abs().sum() > 0

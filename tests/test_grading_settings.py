@@ -64,3 +64,38 @@ def test_a_chinese_class_keeps_its_course_id(monkeypatch, tmp_path):
     monkeypatch.setenv("COURSE_LANG", "zh")
     config = PyFileConfigLoader("nbgrader_config.py", path=str(student)).load_config()
     assert config.CourseDirectory.course_id == settings.COURSE_IDS["zh"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "course.grading.steps.execute.GuardedExecute",
+        "course.grading.steps.judge.DrawSeeds",
+    ],
+)
+def test_a_class_reads_the_sections_traitlets_reads(path):
+    """A setting written for a base class (``c.ExecutePreprocessor.timeout``) is
+    the one nbgrader uses: resolve() looks where traitlets looks, in its order."""
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    assert (name, *settings.BASES[name]) == tuple(reversed(cls.section_names()))
+
+
+def test_a_setting_of_a_base_class_is_read(tmp_path):
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.ExecutePreprocessor.timeout = 42\n"
+    )
+    assert settings.resolve(tmp_path).cell_timeout == 42
+
+
+def test_the_run_knows_the_course_s_preprocessors():
+    """What the zygotes preload: the autograde steps nbgrader_config.py names."""
+    import importlib
+
+    chosen = settings.resolve(grading.ROOT)
+    assert "course.grading.steps.judge.JudgeEvidence" in chosen.preprocessors
+    for path in chosen.preprocessors:
+        module, _, name = path.rpartition(".")
+        assert hasattr(importlib.import_module(module), name), path

@@ -205,6 +205,7 @@ def _prose_outside_the_catalog(path: Path, fstrings: bool = False) -> list[str]:
             and not CODE.fullmatch(text)
             and not DOTTED.fullmatch(text)
             and not OPTION.fullmatch(text)
+            and not MARKER.fullmatch(text)
         ):
             found.append(f"{path.name}:{node.lineno}: {text[:60]}")
     return found
@@ -214,6 +215,7 @@ MARKS = {"say", "fail", "N_"}
 CODE = re.compile(r"[\w.]+\(.*\)")  # a call, e.g. the name of what is checked
 DOTTED = re.compile(r"\w+(\.\w+)+")  # a module, e.g. torch.utils.cpp_extension
 OPTION = re.compile(r"--[\w.-]+(=\S*)?")  # a command-line option, e.g. --force
+MARKER = re.compile(r"[a-z0-9]+(-[a-z0-9]+)+")  # an id, e.g. course-hint-charge
 PROSE = re.compile(
     r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}"  # a sentence
     r"|^[A-Za-z]+(?:'s)? [A-Za-z' ]*[A-Za-z]$"  # or a phrase: "a BERT layer"
@@ -242,7 +244,7 @@ NOT_STUDENT_FACING = {
     "engine.py": "the sandbox: command lines and logs",
     "cluster.py": "the grade command's dask cluster: settings and plugin names",
     "execute.py": "trait help and logs (what a cell says goes through say)",
-    "feedback.py": "nbgrader's template labels, matched to be translated",
+    "feedback_page.py": "nbgrader's template labels, matched to be translated",
     "gradebook.py": "instructor commands' errors",
     "hintcharge.py": "the grade command's report to the instructor",
     "exchange.py": "nbgrader collect's log, for the instructor",

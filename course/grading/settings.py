@@ -22,8 +22,28 @@ from traitlets.config import Config, Configurable
 
 from .. import i18n
 
-#: Whose settings a class inherits.
-BASES = {"GuardedExecute": ("RestartingExecute", "Execute")}
+#: The config sections a class reads after its own, nearest first (traitlets'
+#: ``section_names()`` reversed; test_grading_settings holds them to it). Written
+#: out because the classes live in modules that load torch.
+BASES = {
+    "GuardedExecute": (
+        "Execute",
+        "NbGraderPreprocessor",
+        "ExecutePreprocessor",
+        "Preprocessor",
+        "NbConvertBase",
+        "NotebookClient",
+        "LoggingConfigurable",
+        "Configurable",
+    ),
+    "DrawSeeds": (
+        "NbGraderPreprocessor",
+        "Preprocessor",
+        "NbConvertBase",
+        "LoggingConfigurable",
+        "Configurable",
+    ),
+}
 COURSE_IDS = {"en": "attention-by-hand", "zh": "attention-by-hand-zh"}
 
 
@@ -39,7 +59,7 @@ def configure(c, lang: str) -> None:
     os.environ["COURSE_LANG"] = lang
     if lang == "en":
         return
-    from .steps.feedback import feedback_template, nbgrader_feedback_template
+    from .feedback_page import feedback_template, nbgrader_feedback_template
 
     try:  # no home or no writable cache, or an nbgrader whose template moved a
         # label: nbgrader's English labels, never a failed command
@@ -88,6 +108,7 @@ class Settings:
     notebook_timeout: float  # GuardedExecute.notebook_timeout: per submission
     sandbox: str  # GuardedExecute.sandbox: "on", "auto" or "off"
     draw_seeds: bool  # DrawSeeds.enabled: fresh hidden-test seeds per student
+    preprocessors: tuple[str, ...] = ()  # Autograde.autograde_preprocessors
 
     @property
     def sandboxed(self) -> bool:
@@ -144,6 +165,9 @@ def resolve(
         notebook_timeout=pick(notebook_timeout, guarded, "notebook_timeout"),
         sandbox=pick(sandbox, guarded, "sandbox"),
         draw_seeds=pick(draw_seeds, "course.grading.steps.judge.DrawSeeds", "enabled"),
+        preprocessors=tuple(
+            config.get("Autograde", {}).get("autograde_preprocessors", ())
+        ),
     )
 
 

@@ -14,8 +14,8 @@
 It may import the shared modules of :mod:`course.grading` (``environment``,
 ``lean``, ``nbgrader_app``), :mod:`course.i18n`, and what a kernel loads
 (:mod:`course.checks`, :mod:`course.models`, :mod:`course.viz`, preloaded by the
-zygote). It imports nothing of :mod:`course.grading.run` or
-:mod:`course.grading.hub`, and of :mod:`course.grading.steps` only the judge, which
-the zygote preloads for the nbgrader processes it forks
+zygote). It imports nothing of :mod:`course.grading.steps`,
+:mod:`course.grading.run` or :mod:`course.grading.hub`: the steps the zygote
+preloads for the nbgrader processes it forks are named by the run that starts it
 (``tests/test_imports.py``, ``docs/architecture.md``).
 """

@@ -147,8 +147,13 @@ def _forward(pid: int, signum: int) -> None:
         sys.exit(0)
 
 
-def start(tmp: Path, env: dict) -> tuple[subprocess.Popen, dict]:
+def start(
+    tmp: Path, env: dict, *, preload: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen, dict]:
     """Start a zygote under ``tmp``; return it and the env that makes kernels warm.
+
+    ``preload``: the preprocessor classes (``module.Class``) of the nbgrader runs it
+    will fork, whose modules it imports first.
 
     The env puts the ``course-warm`` kernelspec on ``JUPYTER_PATH`` and names the
     zygote's socket; pass ``--Execute.kernel_name=course-warm`` to nbgrader.
@@ -167,7 +172,7 @@ def start(tmp: Path, env: dict) -> tuple[subprocess.Popen, dict]:
     path = str(tmp / "zygote.sock")
     with open(tmp / "zygote.log", "wb") as log:
         zygote = subprocess.Popen(
-            [sys.executable, "-m", "course.grading.kernel.zygote", path],
+            [sys.executable, "-m", "course.grading.kernel.zygote", path, *preload],
             env=public_env(env),  # kernels are forked from its memory
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -15,7 +15,11 @@ connection closes, however the asker ended. A sandboxed kernel
 The zygote answers with the child's pid (a line); an nbgrader child sends its exit
 code (a line) as it exits.
 
-    python -m course.grading.kernel.zygote SOCKET_PATH
+    python -m course.grading.kernel.zygote SOCKET_PATH [CLASS ...]
+
+The classes (``module.Class``) are the course's autograde preprocessors, which
+every nbgrader forked here loads: their modules are imported before the first
+fork (the grader's run reads them from ``nbgrader_config.py``).
 """
 
 from __future__ import annotations
@@ -44,8 +48,9 @@ def ask(conn: socket.socket, kind: str, request: dict, *, fds: list[int]) -> Non
     conn.sendall(json.dumps(request).encode() + b"\n")
 
 
-def _preload() -> None:
-    """Import what every notebook imports; load what every notebook loads."""
+def _preload(classes: tuple[str, ...]) -> None:
+    """Import what every notebook imports; load what every notebook loads; import
+    the modules of ``classes``, the preprocessors every nbgrader forked here runs."""
     import_jsonschema_lean()
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     # What a kernel imports as it starts: debugpy alone was 0.2 s of each start;
@@ -69,7 +74,7 @@ def _preload() -> None:
         importlib.import_module(f"{checks.__name__}.{module.name}")
     models.load()
     warm.warm_up()  # the oracle model, its neuron view and its visible cases
-    # What an nbgrader process forked from here needs: the app and the judge, the
+    # What an nbgrader process forked from here needs: the app and its steps, the
     # gradebook's mappers configured and nbformat's validators compiled (0.3 s of
     # every task when each nbgrader did it for itself).
     import nbgrader.api  # noqa: F401
@@ -80,8 +85,8 @@ def _preload() -> None:
     configure_mappers()
     for relax in (False, True):
         validator.get_validator(4, v4.nbformat_minor, relax_add_props=relax)
-
-    from course.grading.steps import judge  # noqa: F401
+    for name in classes:
+        importlib.import_module(name.rpartition(".")[0])
 
     sandbox.available()  # asked once here: every nbgrader forked knows the answer
 
@@ -156,9 +161,10 @@ def _become_kernel(conn: socket.socket, request: dict, fds: list[int]) -> None:
     run_kernel(argv, forked=True)
 
 
-def serve(path: str) -> None:
-    """Preload, then fork a kernel or an nbgrader per request on socket ``path``."""
-    _preload()
+def serve(path: str, *, preload: tuple[str, ...] = ()) -> None:
+    """Preload (``preload``: the preprocessor classes nbgrader will run), then fork
+    a kernel or an nbgrader per request on socket ``path``."""
+    _preload(preload)
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path + ".tmp")
@@ -197,4 +203,4 @@ def _reap() -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], preload=tuple(sys.argv[2:]))

@@ -56,13 +56,15 @@ class WarmKernels(WorkerPlugin):
     """Start a zygote when a worker starts; stop it with the worker.
 
     Tasks find the environment that makes their kernels warm in ``env``; if the
-    zygote does not start, they run ordinary kernels.
+    zygote does not start, they run ordinary kernels. ``preload``: the autograde
+    preprocessors (``module.Class``) whose modules the zygote imports.
     """
 
     name = PLUGIN
 
-    def __init__(self, warm: bool = True):
+    def __init__(self, warm: bool = True, preload: tuple[str, ...] = ()):
         self.warm = warm
+        self.preload = tuple(preload)
         self.env: dict = {}
         self._zygote = None
         self._tmp = None
@@ -73,7 +75,9 @@ class WarmKernels(WorkerPlugin):
         if not self.warm:
             return
         self._tmp = tempfile.mkdtemp(prefix="course-warm-")
-        self._zygote, env = warm_kernels.start(Path(self._tmp), self.env)
+        self._zygote, env = warm_kernels.start(
+            Path(self._tmp), self.env, preload=self.preload
+        )
         if await asyncio.to_thread(warm_kernels.wait_ready, self._zygote, env):
             self.env = env
 
@@ -212,6 +216,7 @@ def cluster(
     scheduler_file: str | None = None,
     workers: int | None = None,
     warm: bool = True,
+    preload: tuple[str, ...] = (),
     tls_ca_file: str | None = None,
     tls_cert: str | None = None,
     tls_key: str | None = None,
@@ -219,7 +224,9 @@ def cluster(
 ):
     """A dask Client: the cluster named, or an embedded one on this machine.
 
-    Yields the client once every worker has its zygote (or has given up on one).
+    Yields the client once every worker has its zygote (or has given up on one),
+    which has imported the modules of ``preload``'s classes (the autograde
+    preprocessors, :attr:`course.grading.settings.Settings.preprocessors`).
     The embedded cluster speaks mutual TLS with a key made for it; a scheduler
     named is reached with the TLS files given (:func:`security`), and raises
     :class:`Refused` where :func:`refusal` says why not.
@@ -244,7 +251,7 @@ def cluster(
             local = stack.enter_context(_local_cluster(workers))
             client = stack.enter_context(Client(local))  # with the cluster's key
         client.run_on_scheduler(_tune)
-        client.register_plugin(WarmKernels(warm=warm), name=PLUGIN)
+        client.register_plugin(WarmKernels(warm=warm, preload=preload), name=PLUGIN)
         workers_at_start = len(client.nthreads())
         yield client
         _sweep_when_replaced(client, workers=workers_at_start)

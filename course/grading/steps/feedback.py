@@ -10,13 +10,11 @@ every error output of a test cell to its one-line verdict. Where hints cost poin
 test cell what its hints took.
 """
 
-import os
 import re
-from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
 
-from ...i18n import N_, language, say
+from ...i18n import N_, say
 from ..cells import BEGIN_HIDDEN, COMMENT, END_HIDDEN, HIDDEN, SEED, grade_id, is_test
 
 REMOVED = N_("[a line quoting a hidden test was removed]")
@@ -127,68 +125,4 @@ def _charge_output(points: float):
     )
     out = new_output("stream", name="stdout", text=text + "\n")
     out.metadata = {CHARGED: True}
-    return out
-
-
-# nbgrader's feedback page (formgrader/templates/feedback/index.html.j2) writes its
-# labels in English. Each is found by a snippet of that template that holds it and
-# no template code; test_i18n fails if an nbgrader release moves one.
-LINKS = (  # the table of contents: ">label</a>"
-    N_("Test cell"),
-    N_("Coding free-response"),
-    N_("Written response"),
-    N_("Task"),
-    N_("Comment"),
-)
-LABELS = [(f">{label}</a>", label) for label in LINKS] + [
-    ("Late submission penalty (", N_("Late submission penalty")),
-    ("Score: ", N_("Score")),
-    ("(Top)</a>", N_("Top")),
-    ("Student's answer</span>", N_("Student's answer")),
-    ("Student's task</span>", N_("Student's task")),
-    ("Grade cell: <code>", N_("Grade cell")),
-    ("Task: <code>", N_("Task")),
-    ("<b>Comments:</b>", N_("Comments")),
-]
-
-
-def nbgrader_feedback_template() -> Path:
-    """nbgrader's own feedback template folder (``index.html.j2``, ``conf.json``)."""
-    import nbgrader
-
-    return Path(nbgrader.__file__).parent / "server_extensions/formgrader/templates"
-
-
-def feedback_template(folder: Path) -> Path:
-    """Write nbgrader's feedback template, its labels in the language now spoken
-    (``COURSE_LANG``), to ``folder/<lang>/feedback/`` and return that folder.
-
-    It keeps nbgrader's name, ``feedback``, in a folder of templates of its own:
-    first among the exporter's template folders, it stands in for nbgrader's
-    when feedback is made, and formgrader, which renders submissions with the
-    same exporter under another template name (``formgrade``), still finds its
-    own.
-
-    Raises
-    ------
-    ValueError
-        If nbgrader's template no longer holds one of :data:`LABELS`' snippets.
-    """
-    source = nbgrader_feedback_template() / "feedback"
-    text = (source / "index.html.j2").read_text()
-    for snippet, label in LABELS:
-        if snippet not in text:
-            raise ValueError(f"nbgrader's feedback template has no {snippet!r}")
-        text = text.replace(snippet, snippet.replace(label, say(label)))
-    out = Path(folder) / language() / "feedback"
-    out.mkdir(parents=True, exist_ok=True)
-    for name, content in (
-        ("index.html.j2", text),
-        ("conf.json", (source / "conf.json").read_text()),
-    ):
-        path = out / name
-        if not path.exists() or path.read_text() != content:
-            part = path.with_suffix(f".{os.getpid()}")  # nbgrader runs side by side
-            part.write_text(content)
-            part.replace(path)
     return out
