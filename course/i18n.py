@@ -116,14 +116,24 @@ def say(message: str, /, *, mistake: str | None = None, **fields) -> str:
     return with_keys(_han_joined(message.format(**fields) if fields else message), keys)
 
 
-#: A space between two Han characters: written nowhere in the catalogs, it comes
-#: from a template's space beside a field that is Chinese itself ("{name} 含有").
-_HAN_SPACE = re.compile(r"(?<=[\u4e00-\u9fff]) +(?=[\u4e00-\u9fff])")
+_HAN = "\u4e00-\u9fff"
+_FULL_WIDTH = "，。：；！？、（）「」『』“”"
+#: Where a filled-in Chinese sentence needs a space taken out: between two Han
+#: characters, or beside full-width punctuation. Such a space comes from a
+#: template's space beside a field that is Chinese itself ("{name} 含有"), or ends
+#: in full-width punctuation ("{err} Linear ..."), or from an English join.
+_NO_SPACE = re.compile(
+    rf"(?<=[{_HAN}]) +(?=[{_HAN}])|(?<=[{_FULL_WIDTH}]) +| +(?=[{_FULL_WIDTH}])"
+)
+#: Where one is put in: between Han and Latin letters, digits or code, where a
+#: field ending in Latin meets the template's Han ("{what}上" with BERT).
+_SPACE = re.compile(rf"(?<=[{_HAN}])(?=[A-Za-z0-9`])|(?<=[A-Za-z0-9`)\]])(?=[{_HAN}])")
 
 
 def _han_joined(text: str) -> str:
-    """``text`` with no space between two Han characters."""
-    return _HAN_SPACE.sub("", text)
+    """``text`` spaced as d2l-zh prints Chinese: no space between two Han
+    characters or beside full-width punctuation, one between Han and Latin."""
+    return _SPACE.sub(" ", _NO_SPACE.sub("", text))
 
 
 def _field(table: gettext.GNUTranslations, value):

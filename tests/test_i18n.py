@@ -611,6 +611,10 @@ VARIANTS = {
     "遮挡": "屏蔽",
     "头大小": "头维度",
     "隐藏层大小": "隐藏维度",
+    "手算": "亲手",  # by hand: the course title and every notebook say 亲手
+    "套上": "经过",
+    "上下文向量": "上下文",
+    "中间层大小": "中间维度",
 }
 _CODE = re.compile(r"```[\s\S]*?```|`[^`\n]*`|\$\$[\s\S]*?\$\$|\$[^$\n]*\$")
 _HAN = "\u4e00-\u9fff"
@@ -753,3 +757,51 @@ def test_a_chinese_field_leaves_no_space_between_han_characters(monkeypatch):
     assert said.startswith(image + "含有"), said
     named = i18n.say("{name} contains NaN or inf.", name="probs")
     assert named.startswith("probs 含有"), named  # a code name keeps its space
+
+
+#: A filled-in verdict as a student reads it: no space beside full-width
+#: punctuation or between Han characters, one between Han and Latin or digits.
+_RENDERED = re.compile(
+    rf"[{_FULL}（“] +| +[{_FULL}（“]|[{_HAN}] +[{_HAN}]"
+    rf"|[{_HAN}][A-Za-z0-9]|[A-Za-z0-9][{_HAN}]"
+)
+
+
+def _filled(template: str, value: str) -> dict[str, object]:
+    """Every field of ``template`` filled with ``value`` (a number where the field
+    formats one, ``{acc:.2f}``)."""
+    return {
+        field: 3.0 if spec else value
+        for _, field, spec, _ in string.Formatter().parse(template)
+        if field
+    }
+
+
+@pytest.mark.parametrize("value", ["a BERT of another size", "probs", "3"])
+def test_every_verdict_filled_in_is_spaced_as_d2l_zh(monkeypatch, value):
+    """Every verdict of the catalog, its fields filled with a Chinese phrase, a
+    code name or a number, and joined with a hint (compare.with_hint)."""
+    from course.checks.compare import with_hint
+
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    problems = []
+    for m in catalogs.read_catalog(i18n.catalog_path("zh", "verdicts")):
+        if not (m.id and m.string and isinstance(m.id, str)):
+            continue
+        try:
+            text = with_hint(i18n.say(m.id, **_filled(m.id, value)), "One head.")
+        except (KeyError, IndexError, ValueError):
+            continue  # a field with a format spec or index: not a plain sentence
+        outside_code = re.sub(r"`[^`]*`", "`", text)
+        problems += [
+            f"{m.id[:50]!r}: {found.group()!r} in {text[:80]!r}"
+            for found in _RENDERED.finditer(outside_code)
+        ]
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_filled_in_rule_finds_what_it_names():
+    """The control: each spacing slip the review found, in a rendered verdict."""
+    for slip in ("变成 0。 或者：", "第 5 行） 提示：", "BERT上", "含有 热力图", "头9"):
+        assert _RENDERED.search(slip), slip
+    assert not _RENDERED.search("在另一种尺寸的 BERT 上，probs 的形状应为 (1, 2)。")

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import torch
 
-from ..i18n import N_, naming, say
+from ..i18n import N_, naming, say, sentences
 from .calls import fail
 
 # References taken at import, before any student code runs, so that a notebook which
@@ -154,9 +154,9 @@ def expect_close(
 
 def with_hint(sentence: str, hint: str) -> str:
     """A verdict and the hint that follows it (if any), both in the language."""
-    return (
-        naming(f"{sentence} {say(hint)}".strip(), sentence, hint) if hint else sentence
-    )
+    if not hint:
+        return sentence
+    return naming(sentences(sentence, say(hint).strip()), sentence, hint)
 
 
 def either(mistakes: list[str]) -> str:

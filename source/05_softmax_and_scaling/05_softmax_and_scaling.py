@@ -246,8 +246,12 @@ for d_k in (1, 16, 64, 256):
 # %%
 gen = torch.Generator().manual_seed(0)
 dots = (torch.randn(8, 64, generator=gen) * torch.randn(8, 64, generator=gen)).sum(-1)
-for label, s in [("no scaling", dots), ("/ sqrt(d_k)", dots / 8), ("/ d_k", dots / 64)]:
-    print(f"{label:12}", torch.softmax(s, -1).numpy().round(3))
+for label, s in [
+    ("no scaling", dots),
+    ("divided by sqrt(d_k)", dots / 8),
+    ("divided by d_k", dots / 64),
+]:
+    print(torch.softmax(s, -1).numpy().round(3), label)
 
 # %% test="test_dot_product_std_values" points=1
 """dot_product_std(64, 20000, 0) is about (8, 1)."""
