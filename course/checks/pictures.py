@@ -200,6 +200,46 @@ def _prev_score(attentions) -> torch.Tensor:
     return torch.stack(rows)
 
 
+def _pairs(score: torch.Tensor, keep) -> set[tuple[int, int]]:
+    """``{(layer, head)}`` where ``keep(score)`` holds."""
+    return {(int(i), int(j)) for i, j in keep(score).nonzero().tolist()}
+
+
+def _name_prev_mistake(got_set, attentions, threshold: float) -> None:
+    """Fail naming the mistake whose heads ``got_set`` is, if it is one."""
+    score = _prev_score(attentions)
+    T = attentions[0].shape[-1]
+    first = _prev_score(tuple(a[:1] for a in attentions))
+    if got_set != _pairs(score, lambda s: s >= threshold) and got_set == _pairs(
+        score, lambda s: s > threshold
+    ):
+        fail(
+            "previous_token_heads left out a head whose mean is exactly the "
+            "threshold: keep the heads whose mean is at least threshold (>=), not "
+            "above it (>).",
+            mistake="strict",
+        )
+    if got_set == _pairs(score * (T - 1) / T, lambda s: s >= threshold):
+        fail(
+            "previous_token_heads divides by T, all the queries: query 0 has no "
+            "previous token, so average over the T - 1 queries that have one.",
+            mistake="over-t",
+        )
+    if got_set == _pairs(first, lambda s: s >= threshold):
+        fail(
+            "previous_token_heads averaged the first example only: take the mean "
+            "over the batch too.",
+            mistake="first-example",
+        )
+    want = _pairs(score, lambda s: s >= threshold)
+    if want and got_set == {(h, ly) for ly, h in want} != want:
+        fail(
+            "previous_token_heads returned (head, layer) pairs: each pair is "
+            "(layer, head).",
+            mistake="head-layer",
+        )
+
+
 def _expect_prev(fn, attentions, threshold: float) -> None:
     got = call(fn, attentions, threshold, name="previous_token_heads")
     score = _prev_score(attentions)
@@ -224,6 +264,7 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
             "the previous token of query i is key i - 1 (offset -1).",
             mistake="next",
         )
+    _name_prev_mistake(got_set, attentions, threshold)
     same = [
         torch.diagonal(a.double(), dim1=-2, dim2=-1).mean(dim=(0, 2))
         for a in attentions
@@ -269,7 +310,19 @@ def previous_token_heads_random(fn, seed: int) -> None:
                 planted = torch.eye(T).roll(shift, dims=1)
                 probs[:, head] = 0.1 * probs[:, head] + 0.9 * planted
             attentions.append(probs)
-    for threshold in (0.2, 0.6):
+    last = attentions[-1]
+    # At the threshold 0.5 exactly: "at least" takes it in, and a mean over all T
+    # queries (query 0 has no previous token) leaves it out.
+    last[:, 0] = torch.full((T, T), 0.5 / (T - 1)) * (1 - torch.eye(T).roll(-1, 1))
+    last[:, 0] += 0.5 * torch.eye(T).roll(-1, dims=1)
+    last[:, 0, 0] = 1 / T
+    # A previous-token head in the first example (1.0), barely in the second
+    # (0.1): its mean over the batch, 0.55, is under 0.6, and over 0.5, where a
+    # mean over all T queries (0.47) is not.
+    last[0, 1] = torch.eye(T).roll(-1, dims=1)
+    last[1, 1] = 0.9 * torch.eye(T) + 0.1 * torch.eye(T).roll(-1, dims=1)
+    last[:, 1, 0] = torch.eye(T)[0]
+    for threshold in (0.2, 0.5, 0.6):
         with verdicts:
             _expect_prev(fn, tuple(attentions), threshold)
     verdicts.fail_if_any()

@@ -153,7 +153,9 @@ def start(
     """Start a zygote under ``tmp``; return it and the env that makes kernels warm.
 
     ``preload``: the preprocessor classes (``module.Class``) of the nbgrader runs it
-    will fork, whose modules it imports first.
+    will fork, whose modules it imports first. They go to its stdin, not its
+    argv: a forked kernel keeps the zygote's command line, which every process in
+    the kernel's namespace can read.
 
     The env puts the ``course-warm`` kernelspec on ``JUPYTER_PATH`` and names the
     zygote's socket; pass ``--Execute.kernel_name=course-warm`` to nbgrader.
@@ -172,14 +174,16 @@ def start(
     path = str(tmp / "zygote.sock")
     with open(tmp / "zygote.log", "wb") as log:
         zygote = subprocess.Popen(
-            [sys.executable, "-m", "course.grading.kernel.zygote", path, *preload],
+            [sys.executable, "-m", "course.grading.kernel.zygote", path],
             env=public_env(env),  # kernels are forked from its memory
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=contain.die_with_parent,
         )
+    zygote.stdin.write("\n".join(preload).encode())
+    zygote.stdin.close()
     paths = [str(tmp), env.get("JUPYTER_PATH", "")]
     warm_env = {**env, SOCKET_ENV: path, "JUPYTER_PATH": os.pathsep.join(paths)}
     return zygote, warm_env

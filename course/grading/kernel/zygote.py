@@ -203,4 +203,4 @@ def _reap() -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], preload=tuple(sys.argv[2:]))
+    serve(sys.argv[1], preload=tuple(sys.stdin.read().split()))
