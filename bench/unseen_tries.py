@@ -15,6 +15,15 @@ verdict names the mistake its label says is for a reader to judge.
 the grader, its fixtures or the solutions (13 correct, 48 wrong). They were
 unseen then; the mistakes they showed unnamed have been named since, so they are
 a regression set now, and a new measure of unseen answers needs new tries.
+
+``bench/unseen/student-3/`` holds 73 more (19 correct, 54 wrong), written the same
+way on 2026-12-05 by a fresh helper and run once before any change: 19/19 correct
+at full marks, 51/54 wrong ones lost points (the 3 that did not: two need the
+notebook's own variables, which this runner does not make, and 09's
+``train_tiny_transformer`` ignoring ``use_positions``), and a reader counted 43 of
+the 52 the runner can judge named (83%). Of the 9 unnamed, 8 were named the same
+day; 08's ``permutation_check`` permuting the batch dim is not (its IndexError and
+the student's line are shown). This set too is a regression set now.
 """
 
 from __future__ import annotations

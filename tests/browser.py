@@ -145,11 +145,20 @@ def run_cell(
         if not re.search(r"[0-9*]", prompt.inner_text()):  # dropped: run it again
             warnings.warn(f"cell {index} was dropped: run again", stacklevel=2)
             _start(page, prompt, index, prompt.inner_text(), shots)
+    cell(page, index).scroll_into_view_if_needed()  # drawn: inner_text reads it
     out = cell(page, index).locator(".jp-OutputArea")
     if not expect:
         return out.inner_text()
     try:
         out.filter(has_text=expect).wait_for(timeout=30000)
+        # has_text reads the DOM's text; what is drawn (inner_text) can lag behind
+        # it on a loaded machine, with an output still being laid out
+        page.wait_for_function(
+            "([i, e]) => document.querySelectorAll('.jp-Notebook .jp-Cell')[i]"
+            ".querySelector('.jp-OutputArea').innerText.includes(e)",
+            arg=[index, expect],
+            timeout=30000,
+        )
     except Exception:
         if shots is not None:
             page.screenshot(path=str(shots / f"failed-at-cell-{index}.png"))

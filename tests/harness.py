@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import linecache
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -116,6 +117,16 @@ def hidden_calls(
     return out
 
 
+def run_cell(source: str, ns: dict, *, name: str = "") -> None:
+    """Run ``source`` in ``ns`` as a notebook cell runs: under a ``<name>``
+    filename of its own (by default one per source) whose lines a traceback can
+    read (ipykernel registers each cell with :mod:`linecache`), so a verdict
+    quotes the student's failing line."""
+    filename = f"<{name or 'cell-' + str(abs(hash(source)))}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), ns)
+
+
 def answer_namespace(assignment: str, answers: dict[str, str]) -> dict:
     """The reference answers, with ``answers`` in their place, run in one namespace
     (answers that need the notebook's variables are left out)."""
@@ -130,7 +141,7 @@ def answer_namespace(assignment: str, answers: dict[str, str]) -> dict:
     code = {**reference_answers(grading.ROOT, assignment), **answers}
     for name, source in code.items():
         try:
-            exec(compile(source, name, "exec"), ns)
+            run_cell(source, ns, name=name)
         except Exception:  # noqa: BLE001 - cells that need the notebook's variables
             pass
     return ns

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from harness import run_cell
 
 from course import checks, i18n
 from course.checks import CheckFailed, ShortcutUsed, fail, positions
@@ -92,27 +93,49 @@ def test_call_reports_the_crash_and_not_a_deep_traceback():
     assert info.value._render_traceback_()[0].startswith("CheckFailed: ")
 
 
-def _no_keepdim(scores):
+# As a notebook cell holds them: the hint reads the failing line.
+CELL: dict = {}
+run_cell(
+    """
+def no_keepdim(scores):
     return scores - scores.max(-1).values  # (B, T, T) - (B, T)
 
+def batch_T(Q):
+    return Q @ Q.T
 
-def _masked(scores, mask):
+def masked(scores, mask):
     return scores + mask  # (B, H, T, T) + (B, T)
+
+def shifted(scores):
+    return scores[..., 1:] - scores
+""",
+    CELL,
+)
+
+
+def _no_keepdim_here(scores):  # not a cell: no line to read, the general hint
+    return scores - scores.max(-1).values
 
 
 @pytest.mark.parametrize(
     "fn, inputs, hint, not_hint",
     [
-        (_no_keepdim, (torch.randn(2, 4, 4),), "keepdim=True", "mask"),
-        (lambda Q: Q @ Q.T, (torch.randn(2, 3, 4, 5),), ".transpose(-2, -1)", "mask"),
-        (_masked, (torch.randn(2, 3, 4, 4), torch.ones(2, 4)), "(B, 1, T, T)", "keepdim"),
-        (_masked, (torch.randn(2, 3, 4, 4), torch.rand(2, 4) < 0.5), "(B, 1, T, T)", "keepdim"),
-        (_masked, (torch.randn(2, 3, 4, 4), torch.tensor([[0.0, -1e9, 0, 0]] * 2)), "(B, 1, T, T)", "keepdim"),
-        (_masked, (torch.randn(2, 3, 4, 4), torch.randn(2, 4)), "keepdim", "mask"),
+        (CELL["no_keepdim"], (torch.randn(2, 4, 4),), "keepdim=True", "mask"),
+        (CELL["batch_T"], (torch.randn(2, 3, 4, 5),), ".transpose(-2, -1)", "mask"),
+        (CELL["batch_T"], (torch.randn(2, 3, 4, 5),), ".transpose(-2, -1)", "keepdim"),
+        (CELL["masked"], (torch.randn(2, 3, 4, 4), torch.ones(2, 4)), "(B, 1, T, T)", "keepdim"),
+        (CELL["masked"], (torch.randn(2, 3, 4, 4), torch.rand(2, 4) < 0.5), "(B, 1, T, T)", "keepdim"),
+        (CELL["masked"], (torch.randn(2, 3, 4, 4), torch.tensor([[0.0, -1e9, 0, 0]] * 2)), "(B, 1, T, T)", "keepdim"),
+        (CELL["masked"], (torch.randn(2, 3, 4, 4), torch.randn(2, 4)), "equal or 1", "keepdim"),
+        (CELL["shifted"], (torch.randn(2, 4, 4),), "equal or 1", ".T "),
+        (_no_keepdim_here, (torch.randn(2, 4, 4),), "equal or 1", "keepdim"),
     ],
 )  # fmt: skip
 def test_a_shape_error_gets_the_hint_of_its_inputs(fn, inputs, hint, not_hint):
-    """The mask's broadcast hint only where a mask was given (tell by its values)."""
+    """Each example of the broadcast hint only where its situation is present: the
+    mask's where a mask was given (told by its values), .T where the failing line
+    has it on a batched input, keepdim where it reduces without one; else the
+    general rule alone."""
     with pytest.raises(CheckFailed) as info:
         checks.call(fn, *inputs, name="f")
     assert hint in str(info.value) and not_hint not in str(info.value)

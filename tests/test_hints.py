@@ -6,6 +6,7 @@ import re
 import nbformat
 import pytest
 import torch
+from harness import run_cell
 
 from course import (
     authoring,
@@ -177,34 +178,65 @@ def test_the_mistake_a_check_names_is_found_in_its_verdict(monkeypatch, lang):
     assert hintbook.named_mistake(A, "softmax", err.value.mistakes) == "overflow"
 
 
-def _no_keepdim(s, dim=-1):
+# The answers as a notebook cell holds them: a raised error's hint reads the line.
+CELL: dict = {"torch": torch}
+run_cell(
+    """
+def no_keepdim(s, dim=-1):
     e = (s - s.max(dim).values).exp()
     return e / e.sum(dim)
 
+def shifted(s, dim=-1):
+    return s[..., 1:] - s
 
-def _mask_added(scores, mask):
+def dot_T(Q, K):
+    return Q @ K.T
+
+def fill_1e9(scores, mask, dim=-1):
+    return torch.softmax(scores.masked_fill(~mask, -1e9), dim)
+
+def add_pair(x):
+    return x + (x, x)
+
+def mask_added(scores, mask):
     return scores + mask  # (B, H, T, T) + (B, T): no head or query dim
+""",
+    CELL,
+)
+HALF = torch.randn(2, 4).half()
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize(
     "assignment, exercise, fn, inputs, mistake",
     [
-        (A, "softmax", _no_keepdim, [(2, 3, 4)], "broadcast"),
-        (A, "attention_scores", lambda Q, K: Q @ K.T, [(2, 3, 4, 5)] * 2, "broadcast"),
+        (A, "softmax", CELL["no_keepdim"], [(2, 3, 4)], "keepdim"),
+        (A, "softmax", CELL["shifted"], [(2, 3, 4)], "broadcast"),
+        (A, "attention_scores", CELL["dot_T"], [(2, 3, 4, 5)] * 2, "dot-T-batched"),
+        ("11_debugging", "masked_softmax", CELL["fill_1e9"], [HALF, HALF > 0], "half-fill-overflow"),
+        ("09_build_a_transformer", "EncoderBlock", CELL["add_pair"], [(2, 3)], "tuple-operand"),
         (A, "attention_scores", lambda Q, K: torch.bmm(Q, K.mT), [(3, 4)] * 2, "bmm-3d"),
         ("03_head_slicing", "project_head", lambda x, W: torch.einsum("td,ed->te", x, W), [(2, 3, 4), (5, 4)], "einsum-no-ellipsis"),
-        ("07_full_layer", "attention_block", _mask_added, [(2, 3, 4, 4), "mask"], "mask-dims"),
-        ("09_build_a_transformer", "MultiHeadSelfAttention", _mask_added, [(2, 3, 4, 4), "mask"], "mask-dims"),
+        ("07_full_layer", "attention_block", CELL["mask_added"], [(2, 3, 4, 4), "mask"], "mask-dims"),
+        ("09_build_a_transformer", "MultiHeadSelfAttention", CELL["mask_added"], [(2, 3, 4, 4), "mask"], "mask-dims"),
     ],
 )  # fmt: skip
 def test_an_error_the_answer_raised_names_its_mistake(
     monkeypatch, lang, assignment, exercise, fn, inputs, mistake
 ):
-    """A shape error the student's code raised gets the hint of its concept first
-    (keepdim, .T on a batch, the mask's dims), not the general first step."""
+    """An error the student's code raised gets the hint of its concept first
+    (keepdim, .T on a batch, the mask's dims, a fill float16 cannot hold), not the
+    general first step; a shape error with none of them on its line, the general
+    broadcast hint."""
     monkeypatch.setenv("COURSE_LANG", lang)
-    args = [torch.ones(2, 4) if x == "mask" else torch.randn(*x) for x in inputs]
+    args = [
+        x
+        if isinstance(x, torch.Tensor)
+        else torch.ones(2, 4)
+        if x == "mask"
+        else torch.randn(*x)
+        for x in inputs
+    ]
     with pytest.raises(CheckFailed) as err:
         checks.call(fn, *args, name=exercise)
     assert hintbook.named_mistake(assignment, exercise, err.value.mistakes) == mistake

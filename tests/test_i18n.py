@@ -29,6 +29,7 @@ from services import free_port, serving
 
 from course import authoring, fonts, grading, i18n
 from course import catalog as catalogs
+from course.checks import calls
 from course.grading import settings
 
 ASSIGNMENTS = grading.assignments()
@@ -221,13 +222,8 @@ PROSE = re.compile(
     r"|^[A-Za-z]+(?:'s)? [A-Za-z' ]*[A-Za-z]$"  # or a phrase: "a BERT layer"
 )
 WORD = re.compile(r"(?<![\w.])[A-Za-z]{3,}(?![\w.(])")  # a word, not a name
-ENGLISH_KEYS = {  # matched against torch's messages, which are English
-    "view size is not compatible",
-    "must match the size of tensor b",
-    "cannot be multiplied",
-    "must be a 3D tensor",
-    "no ellipsis was given",
-}
+#: The keys of the raised-error hints: fragments of torch's messages, in English.
+ENGLISH_KEYS = set(calls.HINTS)
 #: Modules of course/grading that write no sentence a student reads (each covered
 #: module's f-strings count too: there a verdict is often a verb and a name).
 NOT_STUDENT_FACING = {

@@ -25,6 +25,7 @@ from . import (
     given,
 )
 from .calls import CaseVerdicts
+from .compare import is_close
 from .lessons import FUSED_ATTENTION, Lesson
 from .oracles import BY_HAND, BY_WIDTH, NO_SCALE, Case, course_case, random_cases
 
@@ -34,7 +35,9 @@ LESSONS = {  # head_attention(hidden, self_attn, ...), multi_head_attention like
     for name in ("head_attention", "multi_head_attention")
 }
 NO_MASK = N_(
-    "padded keys get weight: the attention mask was not applied.",
+    "padded keys get weight: the attention mask was not applied (or it was laid "
+    "along the queries, (B, 1, T, 1), where adding to a whole row changes no "
+    "softmax: it goes along the keys, (B, 1, 1, T)).",
     mistake="padding-not-masked",
 )
 SIGN = N_(
@@ -62,6 +65,22 @@ AS_IS = N_(
     "is, it lines up with the scores' last dims (query, key) instead of "
     "(batch, key). Make it (B, 1, 1, T) first.",
     mistake="not-broadcast",
+)
+PROBS_T = N_(
+    "context used the transposed probabilities: row i of probs is query i's "
+    "weights over the keys, so context = probs @ V, not probs.transpose(-2, -1) @ V.",
+    mistake="probs-transposed",
+)
+UNMASKED = N_(
+    "context was computed from the probabilities before the mask was applied: "
+    "multiply V by the masked probs, the ones you return.",
+    mistake="context-unmasked",
+)
+FOUR_D_MASK = N_(
+    "probs is (B, B, T, T): a (B, 1, 1, T) mask met one head's (B, T, T) scores "
+    "and broadcast them over the batch twice. One head's scores take the mask as "
+    "(B, 1, T).",
+    mistake="mask-4d-on-one-head",
 )
 MIXED = N_(
     "view without transpose mixes heads: transpose the context back to (B, "
@@ -98,6 +117,18 @@ def wrong_probs(case: Case, head: int | None = None) -> dict:
     return out
 
 
+def wrong_contexts(case: Case, head: int | None = None) -> dict:
+    """What each context misconception would give, per head: (B, H, T, d), or
+    (B, T, d) for one ``head``."""
+    _, k, v = case.qkv(head)
+    probs = case.probs if head is None else case.probs[:, head]
+    out = {ON_K: probs @ k, PROBS_T: probs.mT @ v}
+    wrong = wrong_probs(case, head)
+    if NO_MASK in wrong:
+        out[UNMASKED] = wrong[NO_MASK] @ v
+    return out
+
+
 def _pair(got, name: str):
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail("{name} should return a pair (probs, context).", name=name)
@@ -112,6 +143,8 @@ def _expect_head(fn, case: Case, *, head: int, masked: bool, part: str) -> None:
     )
     B, T, _ = case.hidden.shape
     if part in ("shape", "all"):
+        if masked and getattr(probs, "shape", None) == (B, B, T, T):
+            fail(FOUR_D_MASK)
         expect_shape(probs, (B, T, T), "probs", say("One head: (B, T, T)."))
         expect_shape(context, (B, T, case.d), "context", say("One head: (B, T, d)."))
     if part in ("probs", "all"):
@@ -123,14 +156,12 @@ def _expect_head(fn, case: Case, *, head: int, masked: bool, part: str) -> None:
             what=say("the model's attentions"),
         )
     if part in ("context", "all"):
-        _, k, v = case.qkv(head)
         want = case.context[..., head * case.d : (head + 1) * case.d]
-        diagnose = {ON_K: case.probs[:, head] @ k}
         expect_close(
             context,
             want,
             say("context of head {head}", head=head),
-            diagnose=diagnose,
+            diagnose=wrong_contexts(case, head),
             what=say("the attention module's output"),
         )
 
@@ -275,22 +306,34 @@ def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
             )
     if part in ("context", "all"):
         with verdicts:
-            _expect_context(context, probs, case)
+            _expect_context(context, probs, case, probs_judged=part == "all")
     verdicts.fail_if_any()
 
 
-def _expect_context(context, probs, case: Case) -> None:
+def _expect_context(context, probs, case: Case, *, probs_judged: bool) -> None:
     """context equals the module's output; a merge mistake is named from the
-    model's probs and from the student's own (a wrong probs does not hide it)."""
+    model's probs and from the student's own (a wrong probs does not hide it).
+    With ``probs_judged`` (the probs have their own verdict), a context right for
+    the student's own wrong probs gets none."""
     B, T, D = case.hidden.shape
     _, k, v = case.qkv()
+    own = probs.to(v.dtype)  # (B, H, T, T)
+    if (
+        probs_judged
+        and not is_close(own, case.probs)
+        and is_close(context, (own @ v).transpose(1, 2).reshape(B, T, D))
+    ):
+        return  # right for the student's own probs: their verdict says what is wrong
     # a merge mistake made on the model's probs, or on the student's own ones
-    probs_both = (case.probs, probs.to(v.dtype))  # (B, H, T, T) each
+    probs_both = (case.probs, own)  # (B, H, T, T) each
     wrong = wrong_probs(case)
     diagnose = {
         MIXED: tuple((p @ v).reshape(B, T, D) for p in probs_both),
         ON_K: tuple((p @ k).transpose(1, 2).reshape(B, T, D) for p in probs_both),
     }
+    for mistake, per_head in wrong_contexts(case).items():
+        if mistake != ON_K:  # named above, from either probs
+            diagnose[mistake] = per_head.transpose(1, 2).reshape(B, T, D)
     for scale in (NO_SCALE, BY_WIDTH):  # BY_WIDTH: only with several heads
         if scale in wrong:
             diagnose[scale] = (wrong[scale] @ v).transpose(1, 2).reshape(B, T, D)

@@ -15,6 +15,7 @@ originals, nor reach a later check through a shared object (the course model).
 from __future__ import annotations
 
 import copy
+import re
 import traceback
 from collections.abc import Callable
 
@@ -123,9 +124,7 @@ HINTS = {
     ),
     "must match the size of tensor b": N_(
         " Hint: these shapes do not broadcast: torch lines them up from the last "
-        "dim, and each pair of sizes must be equal or 1. A reduction keeps its dim "
-        "(as size 1) with keepdim=True; on more than 2 dims .T reverses them all, "
-        "where .transpose(-2, -1) swaps the last two.",
+        "dim, and each pair of sizes must be equal or 1.",
         mistake="broadcast",
     ),
     "must be a 3D tensor": N_(
@@ -143,7 +142,34 @@ HINTS = {
         " Hint: check which side needs a transpose; nn.Linear stores its "
         "weight as (out_features, in_features)."
     ),
+    "and 'tuple'": N_(
+        " Hint: one operand is a tuple: a call that returns several values (a "
+        "module returning (out, probs), say) must be unpacked, out, _ = ..., "
+        "before its result is added or multiplied.",
+        mistake="tuple-operand",
+    ),
+    "cannot be converted to type c10::Half": N_(
+        " Hint: float16 holds numbers up to 65504 only, so a fill such as -1e9 "
+        "cannot be stored in a float16 tensor. Fill with "
+        "torch.finfo(scores.dtype).min, or compute in float32 and convert back.",
+        mistake="half-fill-overflow",
+    ),
 }
+#: The broadcast hint where the failing line uses .T on a tensor of 3 dims or more.
+T_BROADCAST = N_(
+    " Hint: on more than 2 dims .T reverses them all ((B, H, T, d) becomes (d, T, "
+    "H, B)); .transpose(-2, -1), or .mT, swaps the last two.",
+    mistake="dot-T-batched",
+)
+#: The broadcast hint where the failing line reduces without keepdim.
+KEEPDIM_BROADCAST = N_(
+    " Hint: the reduction on that line drops its dim, so the result no longer "
+    "lines up with the tensor it came from; keepdim=True keeps it as size 1.",
+    mistake="keepdim",
+)
+_REDUCTION = re.compile(
+    r"\.(sum|max|amax|mean|logsumexp|norm)\(|torch\.(sum|max|amax)\("
+)
 #: The broadcast hint where the call was given a mask.
 MASK_BROADCAST = N_(
     " Hint: these shapes do not broadcast; a mask needs dims of size 1 where the "
@@ -153,14 +179,21 @@ MASK_BROADCAST = N_(
 )
 
 
-def _hint(error: str, inputs: tuple) -> str:
-    """The hint for what torch said (empty if none): the mask's, for a shape
-    error of a call given a mask."""
+def _hint(error: str, inputs: tuple, code: str = "") -> str:
+    """The hint for what torch said (empty if none). For a shape error it answers
+    the situation present: a call given a mask, a ``.T`` on a batched tensor on
+    the failing line ``code``, a reduction there without ``keepdim``."""
     key = next((key for key in HINTS if key in error), None)
     if key is None:
         return ""
-    if key == "must match the size of tensor b" and any(map(_is_mask, inputs)):
-        return say(MASK_BROADCAST)
+    if key == "must match the size of tensor b":
+        if any(map(_is_mask, inputs)):
+            return say(MASK_BROADCAST)
+        batched = any(getattr(v, "ndim", 0) > 2 for v in inputs)
+        if batched and re.search(r"\.T\b", code):
+            return say(T_BROADCAST)
+        if _REDUCTION.search(code) and "keepdim" not in code:
+            return say(KEEPDIM_BROADCAST)
     return say(HINTS[key])
 
 
@@ -180,21 +213,24 @@ def _is_mask(value) -> bool:
     )
 
 
-def _student_frame(tb) -> str:
-    """The last frame of the traceback that lies in notebook code, as a short note."""
+def _student_frame(tb) -> tuple[str, str]:
+    """The last frame of the traceback that lies in notebook code: a short note,
+    and its line as written."""
     frames = [
         f
         for f in traceback.extract_tb(tb)
         if "ipykernel" in f.filename or "<" in f.filename
     ]
     if not frames:
-        return ""
+        return "", ""
     f = frames[-1]
-    return say(
+    code = (f.line or "").strip()
+    note = say(
         " (in your code: `{code}`, line {lineno} of its cell)",
-        code=(f.line or "").strip(),
+        code=code,
         lineno=f.lineno,
     )
+    return note, code
 
 
 def call(
@@ -248,7 +284,7 @@ def call(
     outcome = evidence.invoke(fn, name, args=args, kwargs=kwargs, run=run)
     if isinstance(outcome, Returned):
         return outcome.value
-    kind, ename, evalue, where, mistakes = outcome
+    kind, ename, evalue, where, mistakes, code = outcome
     if kind == "type":
         fail(
             "`{name}` should be a function, but it is a {ename}.",
@@ -262,7 +298,7 @@ def call(
             "`{name}` is not written yet: it still raises NotImplementedError.",
             name=name,
         )
-    hint = _hint(evalue, (*args, *kwargs.values()))
+    hint = _hint(evalue, (*args, *kwargs.values()), code)
     fail(
         "`{name}` raised {ename}: {error}{where}{hint}",
         name=name,
@@ -338,8 +374,8 @@ def _run(fn, args, kwargs, probe) -> Outcome:
     except NotImplementedError:
         return Raised("todo")
     except Exception as err:  # noqa: BLE001 - any crash becomes feedback
-        where = _student_frame(err.__traceback__)
-        return Raised("error", type(err).__name__, str(err), where)
+        where, code = _student_frame(err.__traceback__)
+        return Raised("error", type(err).__name__, str(err), where, code=code)
 
 
 def given(value, name: str):

@@ -87,7 +87,7 @@ def is_close(a: _Tensor, b: _Tensor, atol: float = 1e-4, rtol: float = 1e-4) -> 
     return bool(((a - b).abs() <= atol + rtol * b.abs()).all())
 
 
-def _same_mistake(a: _Tensor, b: _Tensor, atol: float, rtol: float) -> bool:
+def same_mistake(a: _Tensor, b: _Tensor, atol: float, rtol: float) -> bool:
     """Close where both are finite, NaN/inf at the same places (a mistake's values)."""
     a, b = a.detach().to(_float64), b.detach().to(_float64)
     bad_a, bad_b = ~torch.isfinite(a), ~torch.isfinite(b)
@@ -135,7 +135,7 @@ def expect_close(
         message
         for message, wrong in (diagnose or {}).items()
         if any(
-            w.shape == expected.shape and _same_mistake(actual, w, atol, rtol)
+            w.shape == expected.shape and same_mistake(actual, w, atol, rtol)
             for w in (wrong if _isinstance(wrong, tuple) else (wrong,))
         )
     ]

@@ -190,12 +190,16 @@ def _breaks_symmetry(table: torch.Tensor, seed: int) -> bool:
 
 def position_table_random(fn, seed: int) -> None:
     """Other sizes: rows distinct, and a layer sees the order of its input. The
-    first table is long enough (20 to 40 rows) for values that grow to show."""
+    first table is long enough (20 to 40 rows) for values that grow to show; the
+    last is of an odd width."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i in range(4):
         with verdicts:
-            T, D = rng.randint(20 if i == 0 else 2, 40), rng.choice([8, 16, 24, 64])
+            # the last width is odd: a table of sines and cosines in pairs must
+            # still have d_model columns, not d_model + 1
+            widths = [7, 9, 33] if i == 3 else [8, 16, 24, 64]
+            T, D = rng.randint(20 if i == 0 else 2, 40), rng.choice(widths)
             table = _expect_table(fn, T, D)
             if not _breaks_symmetry(table, seed + i):
                 fail(
@@ -367,6 +371,15 @@ NOT_RESCALED = N_(
 )
 
 
+#: The loop stops before a last block shorter than chunk_size.
+LAST_BLOCK_DROPPED = N_(
+    "the last block of keys was left out: where chunk_size does not divide Tk the "
+    "last block is shorter, and range(0, Tk, chunk_size) still reaches it (a stop "
+    "of Tk - chunk_size + 1, or Tk // chunk_size blocks, misses it).",
+    mistake="last-block-dropped",
+)
+
+
 class _Largest(TorchDispatchMode):
     """Remember the largest floating-point tensor any operation returns."""
 
@@ -445,6 +458,21 @@ def _not_rescaled(Q, K, V, *, chunk: int, mask=None) -> tuple[torch.Tensor, ...]
     return tuple(outs)
 
 
+def _without_last_block(Q, K, V, *, chunk: int, mask=None) -> tuple:
+    """The misconception: only the whole blocks of keys. Where no key is left (or
+    none allowed), ways of writing it give NaN (0/0) or zeros."""
+    kept = K.shape[-2] // chunk * chunk
+    if kept == 0:
+        zeros = torch.zeros(*Q.shape[:-1], V.shape[-1], dtype=torch.float64)
+        return zeros, torch.full_like(zeros, math.nan)
+    if mask is None:
+        return (oracle(Q, K[..., :kept, :], V[..., :kept, :]),)
+    mask = torch.broadcast_to(mask, (*Q.shape[:-1], K.shape[-2]))[..., :kept]
+    out = oracle(Q, K[..., :kept, :], V[..., :kept, :], mask)
+    empty = ~mask.any(-1, keepdim=True)  # (..., Tq, 1): no allowed key kept
+    return out.masked_fill(empty, 0.0), out.masked_fill(empty, math.nan)
+
+
 def _run(fn, Q, K, V, *, chunk: int, mask=None):
     args = (Q.clone(), K.clone(), V.clone(), chunk)
     kwargs = {} if mask is None else {"mask": mask.clone()}
@@ -458,6 +486,8 @@ def _run(fn, Q, K, V, *, chunk: int, mask=None):
 def _wrong(Q, K, V, *, chunk: int, mask=None) -> dict:
     """What each named misconception would return."""
     wrong = {NO_SCALE: oracle(Q * math.sqrt(Q.shape[-1]), K, V, mask)}
+    if K.shape[-2] % chunk:
+        wrong[LAST_BLOCK_DROPPED] = _without_last_block(Q, K, V, chunk=chunk, mask=mask)
     if chunk < K.shape[-2]:
         wrong[PER_BLOCK] = _per_block(Q, K, V, chunk=chunk, mask=mask)
         wrong[NOT_RESCALED] = _not_rescaled(Q, K, V, chunk=chunk, mask=mask)

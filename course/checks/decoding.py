@@ -36,6 +36,16 @@ SWAPPED = N_(
     "decoder), keys and values from memory (the encoder's output).",
     mistake="query-memory-swapped",
 )
+KEYS_FROM_X = N_(
+    "the keys come from x: in cross-attention only the queries come from x (the "
+    "decoder); keys and values both come from memory (the encoder's output).",
+    mistake="keys-from-x",
+)
+VALUES_FROM_X = N_(
+    "the values come from x: in cross-attention only the queries come from x "
+    "(the decoder); keys and values both come from memory (the encoder's output).",
+    mistake="values-from-x",
+)
 MEMORY_MASK_IGNORED = N_(
     "memory_mask is ignored: padded source tokens must get no weight.",
     mistake="memory-mask-ignored",
@@ -237,6 +247,15 @@ def _cross_mistakes(attn, x, memory, mask: _Tensor | None) -> dict:
             _module_context(attn, memory, x, mask),
             _module_context(attn, memory, x, None),
         )
+    if Tq == Tk:  # keys or values from x: only then is the shape right
+        for wrong, sources in (
+            (KEYS_FROM_X, (x, memory)),
+            (VALUES_FROM_X, (memory, x)),
+        ):
+            diagnose[wrong] = (
+                _by_hand(attn, x, *sources, mask),
+                _by_hand(attn, x, *sources, None),
+            )
     if Tq > 1:
         causal = torch.ones(Tq, Tk, dtype=torch.bool).tril()
         full = torch.ones(B, Tk, dtype=torch.bool) if mask is None else mask
@@ -250,6 +269,25 @@ def _cross_mistakes(attn, x, memory, mask: _Tensor | None) -> dict:
         if Tq == Tk:  # only then does a mask on the queries' axis broadcast
             diagnose[MASK_ON_QUERIES] = _mask_on_queries(attn, x, memory, mask)
     return diagnose
+
+
+def _by_hand(attn, x, keys_from, values_from, mask: _Tensor | None) -> _Tensor:
+    """The module's projections, its queries from ``x`` and its keys and values
+    from the given inputs (B, Tk, D); ``mask`` bool (B, Tk) or None. (B, Tq, D)."""
+    B, Tq, D = x.shape
+    H = attn.num_attention_heads
+
+    def heads(linear, inputs):  # (B, T, D) -> (B, H, T, d)
+        return linear(inputs).view(B, inputs.shape[1], H, -1).transpose(1, 2)
+
+    with torch.no_grad():
+        q, k, v = (
+            heads(attn.query, x),
+            heads(attn.key, keys_from),
+            heads(attn.value, values_from),
+        )
+    keep = None if mask is None else mask[:, None, None, :]  # (B, 1, 1, Tk)
+    return eager_attention(q, k, v, keep).transpose(1, 2).reshape(B, Tq, D)
 
 
 def _mask_on_queries(attn, x, memory, mask: _Tensor) -> _Tensor:

@@ -57,13 +57,15 @@ class Raised(NamedTuple):
     """A call of student code that raised: ``kind`` is ``"type"`` (not callable),
     ``"check"`` (a check inside it failed), ``"todo"`` (NotImplementedError) or
     ``"error"``; ``where`` is the student's line, as a note; ``mistakes``, for a
-    check, the keys of the misconceptions its verdict names, comma-separated."""
+    check, the keys of the misconceptions its verdict names, comma-separated;
+    ``code``: the student's line as it is written (what the hint reads)."""
 
     kind: str
     ename: str = ""
     evalue: str = ""
     where: str = ""
     mistakes: str = ""
+    code: str = ""
 
 
 Outcome = Returned | Raised

@@ -63,6 +63,8 @@ def _expect_embeddings(fn, case: Case) -> None:
                 mistake="no-norm",
             ): w + p + t,
         }
+        diagnose[FRESH_LN] = _fresh_norm(w + p + t)
+        diagnose[NORM_FIRST] = (emb.LayerNorm(w) + p + t, emb.LayerNorm(w + p) + t)
         if T < emb.position_embeddings.num_embeddings:  # positions 1..T exist
             shifted = emb.position_embeddings.weight[1 : T + 1]
             diagnose[POSITIONS_FROM_1] = emb.LayerNorm(w + shifted + t)
@@ -116,6 +118,7 @@ def _expect_attention_block(fn, case: Case, masked: bool) -> None:
             PRE_LN: h + out.dense(case.context_of(out.LayerNorm(h))),
             AFTER_LN: out.LayerNorm(sub) + h,
             NO_RESIDUAL: out.LayerNorm(sub),
+            FRESH_LN: _fresh_norm(sub + h),
         }
     expect_close(
         got,
@@ -158,6 +161,12 @@ def attention_block_random(fn, seed: int) -> None:
     verdicts.fail_if_any()
 
 
+def _fresh_norm(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """A new LayerNorm's output (weight 1, bias 0), with BERT's eps and with
+    nn.LayerNorm's default."""
+    return tuple(F.layer_norm(x, x.shape[-1:], eps=eps) for eps in (1e-12, 1e-5))
+
+
 def _keep(case: Case) -> float:
     """1 - p: what dropout left on divides the sublayer's output by."""
     return 1.0 - case.model.config.hidden_dropout_prob
@@ -186,6 +195,8 @@ def _expect_feed_forward(fn, case: Case) -> None:
             FF_RESIDUAL: ln(ff(F.gelu)),
             AFTER_LN: ln(ff(F.gelu)) + x,
             PRE_LN: x + down(F.gelu(up(ln(x)))),
+            FRESH_LN: _fresh_norm(ff(F.gelu) + x),
+            OTHER_LN: layer.attention.output.LayerNorm(ff(F.gelu) + x),
         }
     expect_close(
         got,
@@ -217,16 +228,25 @@ def _expect_layer(fn, case: Case, masked: bool) -> None:
     with LESSONS["bert_layer"].enforced(args):
         got = twice(fn, args, "bert_layer")
     expect_shape(got, case.after.shape, "bert_layer(...)", "(B, T, D).")
-    a, out = case.attn_out, case.block.output
-    with torch.no_grad():  # the attention block right, the feed-forward's sum not
-        no_ff_residual = out.LayerNorm(
-            out.dense(F.gelu(case.block.intermediate.dense(a)))
-        )
+    a, out, up = case.attn_out, case.block.output, case.block.intermediate.dense
+    with torch.no_grad():  # the attention block right, the feed-forward not
+
+        def ff(inputs, act=F.gelu):
+            return out.dense(act(up(inputs)))
+
+        diagnose = {
+            FF_RESIDUAL: out.LayerNorm(ff(a)),
+            FF_FROM_INPUT: out.LayerNorm(a + ff(case.hidden)),
+            RELU: out.LayerNorm(a + ff(a, F.relu)),
+            TANH_GELU: out.LayerNorm(
+                a + ff(a, lambda v: F.gelu(v, approximate="tanh"))
+            ),
+        }
     expect_close(
         got,
         case.after,
         "bert_layer(...)",
-        diagnose={FF_RESIDUAL: no_ff_residual},
+        diagnose=diagnose,
         what=say("the model's next hidden state"),
         atol=2e-4,
     )
@@ -375,6 +395,26 @@ FF_RESIDUAL = N_(
     "the feed-forward's residual connection is missing: the layer ends with "
     "LayerNorm(a + FF(a)), where a is the attention block's output, not "
     "LayerNorm(FF(a))."
+)
+FRESH_LN = N_(
+    "a new LayerNorm (weight 1, bias 0) was used: call the model's own LayerNorm "
+    "module, whose weight and bias were learned.",
+    mistake="fresh-layernorm",
+)
+OTHER_LN = N_(
+    "the attention block's LayerNorm was used: the feed-forward has its own, "
+    "layer.output.LayerNorm.",
+    mistake="other-layernorm",
+)
+NORM_FIRST = N_(
+    "the LayerNorm was applied before every embedding was added: it normalises "
+    "the sum, LayerNorm(word + position + token type).",
+    mistake="norm-before-sum",
+)
+FF_FROM_INPUT = N_(
+    "the feed-forward was fed the layer's input: it takes the attention block's "
+    "output a, LayerNorm(a + FF(a)).",
+    mistake="ff-from-input",
 )
 RELU = N_("ReLU instead of GELU: BERT's feed-forward uses GELU.", mistake="relu")
 TANH_GELU = N_(

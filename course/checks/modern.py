@@ -12,6 +12,7 @@ mistake changes.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import random
 
@@ -84,6 +85,12 @@ TILED = N_(
 )
 MASK_IGNORED = N_(
     "the mask is ignored: blocked keys must get no weight.", mistake="mask-ignored"
+)
+BOOL_ADDED = N_(
+    "the bool mask was added to the scores: True adds 1 and False 0, so blocked "
+    "keys keep their weight. Fill the blocked scores instead: "
+    "scores.masked_fill(~mask, float('-inf')).",
+    mistake="bool-mask-added",
 )
 ROPE_ON_V = N_(
     "the values are rotated too: rotary positions turn only Q and K, so that the "
@@ -397,6 +404,10 @@ def _expect_gqa(fn, Q, K, V, mask, *, want=None, project=None) -> None:
     }
     if mask is not None:
         diagnose[MASK_IGNORED] = _gqa(Q, K, V, None)
+        g = H // K.shape[1]
+        K2, V2 = (x.double().repeat_interleave(g, 1) for x in (K, V))
+        added = Q.double() @ K2.mT / math.sqrt(d) + mask.double()
+        diagnose[BOOL_ADDED] = torch.softmax(added, -1) @ V2
     if project is not None:
         got = project(got)
         diagnose = {m: project(w.to(got.dtype)) for m, w in diagnose.items()}

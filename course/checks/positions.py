@@ -85,6 +85,10 @@ def _expect_pe(fn, max_len: int, d_model: int) -> None:
     swapped = torch.stack([(pos * w).cos(), (pos * w).sin()], -1).reshape(
         max_len, 2 * n
     )
+    slow = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / d_model)  # i/d
+    by_pair = torch.stack([(pos * slow).sin(), (pos * slow).cos()], -1).reshape(
+        max_len, 2 * n
+    )
     diagnose = {
         say(
             "sin and cos are swapped: even columns are sin, odd columns cos.",
@@ -100,6 +104,11 @@ def _expect_pe(fn, max_len: int, d_model: int) -> None:
             "columns 2i and 2i+1: 10000^(-2i/d).",
             mistake="frequency",
         ): torch.where(idx % 2 == 0, angle.sin(), angle.cos()),
+        say(
+            "the frequency of pair i uses i/d; the exponent is 2i/d, 10000^(-2i/d) "
+            "(2i is the pair's sin column); with i/d they fall half as fast.",
+            mistake="frequency-pair",
+        ): by_pair[:, :d_model],
         POSITIONS_FROM_1: from_1,
     }
     expect_close(
@@ -381,6 +390,15 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
             "the causal mask is missing: query i must not see keys after i.",
             mistake="causal-missing",
         ): torch.softmax(s, -1),
+        say(
+            "the causal mask is the wrong way round: it hides the keys a query may "
+            "see (j <= i) and keeps the later ones, so the last query has none left "
+            "(a row of NaN, or of equal weights). Mask where j > i.",
+            mistake="causal-attention-inverted",
+        ): tuple(  # filled with -inf (NaN rows), or a large finite number
+            torch.softmax(s.masked_fill(tril, fill), -1)
+            for fill in (float("-inf"), -1e9)
+        ),
     }
     if T != Q.shape[-1]:  # scaled by the sequence length T, not the head size d
         by_T = s * math.sqrt(Q.shape[-1]) / math.sqrt(T)
@@ -398,9 +416,16 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
             context,
             want_c,
             "context",
-            diagnose={k: v @ V.double() for k, v in diagnose.items()},
+            diagnose={k: _times(v, V.double()) for k, v in diagnose.items()},
             what=say("torch's causal attention"),
         )
+
+
+def _times(probs, V):
+    """``probs @ V``, for one wrong probs or a tuple of them."""
+    if isinstance(probs, tuple):
+        return tuple(p @ V for p in probs)
+    return probs @ V
 
 
 def _unbatched_named(fn, Q, K, V):

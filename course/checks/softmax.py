@@ -29,7 +29,7 @@ from . import (
     fail,
 )
 from .calls import CaseVerdicts
-from .compare import fail_mistaken
+from .compare import fail_mistaken, same_mistake
 from .lessons import FUSED_ATTENTION, SOFTMAXES, Lesson
 from .oracles import BY_LENGTH, BY_WIDTH, LAST_DIM, sample_qk
 
@@ -48,6 +48,17 @@ ROWS_DIM = N_(
     "it normalises over dim -2 (the queries); each query's weights over the "
     "keys (dim -1) must sum to 1.",
     mistake="query-dim",
+)
+GLOBAL_MAX = N_(
+    "it subtracts one max for the whole tensor: a row whose scores lie far below "
+    "it underflows to 0/0 (NaN). Subtract each row's own max along dim, with "
+    "keepdim=True.",
+    mistake="global-max",
+)
+GLOBAL_SUM = N_(
+    "the sum runs over every element, not along dim: each slice along dim must sum "
+    "to 1, so sum with dim=dim, keepdim=True.",
+    mistake="global-sum",
 )
 BY_HAND = N_(
     "Write softmax by hand with exp and sum: torch's softmax functions are "
@@ -86,6 +97,9 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
     want = _softmax(x.double(), dim)
     expect_shape(got, x.shape, f"softmax(x, dim={dim})")
     if not bool(torch.isfinite(got).all()) and x.abs().max() > 80:
+        shifted = torch.exp(x - x.max())  # one max for the whole tensor, in x's dtype
+        if same_mistake(got, shifted / shifted.sum(dim, keepdim=True), 1e-5, 1e-5):
+            fail_mistaken(f"softmax(x, dim={dim})", GLOBAL_MAX)
         fail(
             "softmax(x, dim={dim}) gives NaN/inf on scores as large as "
             "{largest:.0f}: exp overflows. Subtract the max along dim "
@@ -102,6 +116,12 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
         diagnose[ROWS_DIM] = _softmax(x.double(), -2)
     if x.dim() > 1 and dim % x.dim() != x.dim() - 1:
         diagnose[LAST_DIM] = _softmax(x.double(), -1)
+    if x.dim() > 1:
+        e = torch.exp(x.double() - x.double().amax(dim, keepdim=True))
+        diagnose[GLOBAL_SUM] = (
+            _softmax(x.double().flatten(), 0).view_as(x),
+            e / e.sum(),
+        )
     expect_close(
         got,
         want,
@@ -148,6 +168,8 @@ def softmax_random(fn, seed: int) -> None:
                 shape = [rng.randint(1, 5) for _ in range(rng.randint(1, 4))]
                 dim = rng.randrange(-len(shape), len(shape))
             x = torch.randn(*shape, generator=gen) * (1.0, 30.0, 3e4)[i % 3]
+            if i == 2:  # rows far apart: one max for the whole tensor underflows some
+                x[0] -= 2e5
             _expect_softmax(fn, x if rng.random() < 0.5 else x.double(), dim)
     verdicts.fail_if_any()
 

@@ -552,6 +552,17 @@ def _expect_memory(fn, *, B, H, T, nbytes) -> None:
             "attention_memory forgot the heads: every head has its own (T, T) matrix.",
             mistake="no-heads",
         )
+    if got == H * T * T * nbytes:
+        fail(
+            "attention_memory forgot the batch: each of the B sequences has its own "
+            "(H, T, T) attentions.",
+            mistake="no-batch",
+        )
+    if got == B * H * T * T:
+        fail(
+            "attention_memory counts values, not bytes: multiply by bytes_per_value.",
+            mistake="no-bytes",
+        )
     if got == B * H * T * nbytes:
         fail(
             "attention_memory grows linearly in T; the attention matrix "
@@ -581,10 +592,13 @@ def attention_memory_random(fn, seed: int) -> None:
     rng = random.Random(seed)
     for _ in range(4):
         with verdicts:
-            heads = rng.randint(1, 16)
-            # T > H: with T == H, forgetting the heads and growing linearly in T give
-            # the same number, and the verdict could not say which.
-            T = rng.randint(heads + 1, 200)
-            B, nbytes = rng.randint(1, 4), rng.choice([2, 4, 8])
+            # B, H, T and the bytes per value all differ (and T > H): where two are
+            # equal, two mistakes (forgetting the heads or the batch, counting
+            # values, growing linearly in T) give the same number, and the verdict
+            # could not say which.
+            B = rng.randint(2, 4)
+            nbytes = rng.choice([n for n in (2, 4, 8) if n != B])
+            heads = rng.choice([h for h in range(1, 17) if h not in (B, nbytes)])
+            T = rng.choice([t for t in range(heads + 1, 201) if t not in (B, nbytes)])
             _expect_memory(fn, B=B, H=heads, T=T, nbytes=nbytes)
     verdicts.fail_if_any()
