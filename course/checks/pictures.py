@@ -24,10 +24,21 @@ TRANSPOSED = N_(
 )
 
 
-def _probs_tokens(seed: int, T: int):
+#: Tokens a ranking that keeps only words leaves out.
+SPECIAL = {"[CLS]", "[SEP]", "[PAD]", ".", ",", "!", "?", ";", ":"}
+
+
+def _probs_tokens(seed: int, T: int, *, bert: bool = False):
+    """A (T, T) attention matrix and its tokens. ``bert`` (T >= 4): the tokens of
+    a BERT input, [CLS] first, then words, a full stop and [SEP], with [SEP] much
+    attended, as BERT's heads often do; a ranking must count them too."""
     g = torch.Generator().manual_seed(seed)
-    probs = torch.softmax(torch.randn(T, T, generator=g) * 2, -1)
-    return probs, [f"tok{i}" for i in range(T)]
+    scores = torch.randn(T, T, generator=g) * 2
+    tokens = [f"tok{i}" for i in range(T)]
+    if bert and T >= 4:
+        tokens = ["[CLS]", *tokens[1 : T - 2], ".", "[SEP]"]
+        scores[:, -1] += 3.0
+    return torch.softmax(scores, -1), tokens
 
 
 def _drawn(got, probs, tokens, *ax) -> dict:
@@ -158,6 +169,14 @@ def _expect_top(fn, probs, tokens, *, q: int, k: int) -> None:
             "top_attended read the column: what query i attends to is row i of probs.",
             mistake="column",
         )
+    words = [tokens[j] for j in order if tokens[j] not in SPECIAL][:k]
+    if any(t in SPECIAL for t in want) and got[: len(words)] == words:
+        fail(
+            "top_attended left out [CLS], [SEP] or punctuation: rank every token. "
+            "BERT's heads often attend most to [CLS], [SEP] and full stops, and a "
+            "picture of attention should show it.",
+            mistake="skips-special",
+        )
     if got == list(reversed(want)) or got == [tokens[j] for j in order[::-1][:k]]:
         fail(
             "top_attended is in the wrong order: most attended first.", mistake="order"
@@ -178,13 +197,14 @@ def top_attended_small(fn) -> None:
 
 
 def top_attended_random(fn, seed: int) -> None:
-    """Other sizes, queries and k."""
+    """Other sizes, queries and k, on a BERT input's tokens ([CLS], words, a full
+    stop, [SEP])."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i in range(5):
         with verdicts:
-            T = rng.randint(2, 12)
-            probs, tokens = _probs_tokens(seed + i, T)
+            T = rng.randint(2, 12) if i else rng.randint(4, 12)
+            probs, tokens = _probs_tokens(seed + i, T, bert=True)
             _expect_top(fn, probs, tokens, q=rng.randrange(T), k=rng.randint(1, T))
     verdicts.fail_if_any()
 

@@ -62,7 +62,9 @@ print("decoder:", decoder.config.num_key_value_heads, "K/V heads")
 #
 # **Exercise 1.** Write `cross_attention(x, memory, attn, memory_mask=None)`:
 # (B, Tq, D), what `attn` returns for `x` attending over `memory`. Tq and Tk may
-# differ.
+# differ. Compute it by hand from `attn.query`, `attn.key` and `attn.value`:
+# calling `attn` itself, or torch's fused `scaled_dot_product_attention`, is
+# turned off while the tests run.
 
 
 # %% answer="cross_attention"
@@ -165,7 +167,9 @@ cross_view(translator, data.SAMPLE_TEXT, "the cat sat on the mat")
 # (B, H, t, d) for t new tokens; `cache` None or a pair `(K, V)` of the tokens
 # before them, each (B, H, P, d). Return the pair `(context, cache)`: the new
 # queries' context (B, H, t, d), and the cache with the new keys and values
-# appended, a pair `(K, V)` of (B, H, P + t, d).
+# appended, a pair `(K, V)` of (B, H, P + t, d). Attend by hand (scores, mask,
+# softmax): torch's fused `scaled_dot_product_attention` is turned off while the
+# tests run.
 
 
 # %% answer="cached_attention"
