@@ -12,7 +12,6 @@ mistake changes.
 from __future__ import annotations
 
 import functools
-import math
 import operator
 import random
 
@@ -404,10 +403,8 @@ def _expect_gqa(fn, Q, K, V, mask, *, want=None, project=None) -> None:
     }
     if mask is not None:
         diagnose[MASK_IGNORED] = _gqa(Q, K, V, None)
-        g = H // K.shape[1]
-        K2, V2 = (x.double().repeat_interleave(g, 1) for x in (K, V))
-        added = Q.double() @ K2.mT / math.sqrt(d) + mask.double()
-        diagnose[BOOL_ADDED] = torch.softmax(added, -1) @ V2
+        # True adds 1, False 0: in a softmax the same as 0 and -1, a fill of -1
+        diagnose[BOOL_ADDED] = eager_attention(Q, K, V, mask, fill=-1.0)
     if project is not None:
         got = project(got)
         diagnose = {m: project(w.to(got.dtype)) for m, w in diagnose.items()}
