@@ -30,7 +30,8 @@ repositories, labelled ``correct`` or with the difference and its source. Run on
 58 (``a05_6`` builds two 20000 x 20000 matrices: minutes and 3 GB): 19/20 correct
 at full marks (the one that lost used the fused attention that notebook 13 now
 says is turned off), 38/39 with a difference lost points, 24/39 named by a
-reader's count. A label here starts with ``correct`` and names its source after it.
+reader's count. A label here starts with ``correct`` and names its source after it; any label
+``correct (...)`` counts as correct.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         assignment, exercise, label, code = read_try(path)
         found = verdicts(assignment, exercise, code)
         lost = any(found.values())
-        if label.lower().split(" (from ")[0] == "correct":
+        if label.lower().split(" (")[0] == "correct":
             right, right_full = right + 1, right_full + (not lost)
         else:
             wrong, wrong_lost = wrong + 1, wrong_lost + lost
