@@ -584,6 +584,8 @@ VARIANTS = {
     "留出数据": "留出集",
     "切分": "拆分",
     "批次": "批",
+    "批大小": "批量大小",
+    "层归一化": "层规范化",
     "跟随": "关注",
     "看向": "关注",
     "住在": "对应",
@@ -682,7 +684,7 @@ _ITALIC_HAN = re.compile(
     rf"(?<![*A-Za-z0-9_])\*(?![*\s])[^*\n]*[{_HAN}][^*\n]*?(?<!\s)\*(?![*A-Za-z0-9_])"
 )
 _HAN_SPACE_HAN = re.compile(rf"[{_HAN}] +[{_HAN}]")
-_GLOSSED = {"pre-LN": "前置层归一化", "post-LN": "后置层归一化"}
+_GLOSSED = {"pre-LN": "前置层规范化", "post-LN": "后置层规范化"}
 #: A rubric point or model answer whose label's colon is followed, in the same
 #: clause, by a second colon ("1 分：影响：不缩放……"): a chain a reader cannot parse.
 _LABEL = re.compile(r"^[ \t]*(?:\* [\d.]+ 分：|\*\*参考答案\*\*：)(.*)$", re.M)
@@ -740,7 +742,7 @@ def test_the_typography_rules_find_what_they_name():
     assert _typography("**诊断：** 看这里")[0].startswith("a colon inside bold")
     assert _typography("它的*列*")[0].startswith("italic Chinese")
     assert _typography("热力图 含有")[0].startswith("a space between Han")
-    assert _typography("BERT 是 post-LN") == ["post-LN without 后置层归一化"]
+    assert _typography("BERT 是 post-LN") == ["post-LN without 后置层规范化"]
     assert _typography("* 1 分：影响：不缩放则饱和。")[0].startswith("two colons")
     assert _typography("* 1 分：两者（学习式：拟合；正弦：无参数）。") == []
     assert _typography("第 h 个头是特征的\n`h*d`，见下。\n\n* 列表") == []
