@@ -32,6 +32,15 @@ at full marks (the one that lost used the fused attention that notebook 13 now
 says is turned off), 38/39 with a difference lost points, 24/39 named by a
 reader's count. A label here starts with ``correct`` and names its source after it; any label
 ``correct (...)`` counts as correct.
+
+``bench/unseen/student-4/`` holds 77 (20 correct in unusual forms, 40 with one
+mistake, 9 with two or three, 8 that raise on inputs the spec allows), written on
+2026-12-06 by a fresh helper from the release notebooks and the spec alone, and
+run once before any change they steered: 20/20 correct at full marks, 57/57 wrong
+ones lost points, and a reader counted 35 of the 57 named (61%; a try with several
+mistakes counts only when every one is named; 35 of the 48 with one mistake or a
+raise, 73%). After that day's fixes: 52 of 57 (91%); the 5 left have two or three
+mistakes at once, of which at most one is named. A regression set now.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def test_no_failure_no_verdict_and_a_shortcut_stops_at_once():
 def test_the_second_mistake_is_said_in_chinese_too():
     with i18n.speaking("zh"):
         err = _verdict(("first is wrong.", "one"), ("second is wrong.", "two"))
-    assert "另外：" in str(err)
+    assert "另外，" in str(err)
 
 
 def _causal_attention(Q, K, V):

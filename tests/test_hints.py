@@ -200,6 +200,33 @@ def add_pair(x):
 
 def mask_added(scores, mask):
     return scores + mask  # (B, H, T, T) + (B, T): no head or query dim
+
+def permute_3d(Q, K):
+    return Q @ K.permute(0, 2, 1)
+
+def dim_3(scores, dim=-1):
+    e = scores.exp()
+    return e / e.sum(dim=3, keepdim=True)
+
+def item_eos(logits):
+    return logits.argmax(-1).item() == 0
+
+def if_eos(logits):
+    return 1 if logits.argmax(-1) == 0 else 0
+
+def batch_perm(layer, hidden, perm):
+    return bool(torch.allclose(layer(hidden[perm]), layer(hidden)[perm]))
+
+def same_length(Q, K, V):
+    assert Q.shape == K.shape
+    return Q @ K.mT @ V
+
+def split_fixed(x, num_heads):
+    return x.view(2, 4, num_heads, -1).transpose(1, 2)  # B and T typed in
+
+def mask_grew(scores, mask):
+    B, H, T, _ = scores.shape
+    return (scores + mask).reshape(B, H, T, T)
 """,
     CELL,
 )
@@ -219,6 +246,14 @@ HALF = torch.randn(2, 4).half()
         ("03_head_slicing", "project_head", lambda x, W: torch.einsum("td,ed->te", x, W), [(2, 3, 4), (5, 4)], "einsum-no-ellipsis"),
         ("07_full_layer", "attention_block", CELL["mask_added"], [(2, 3, 4, 4), "mask"], "mask-dims"),
         ("09_build_a_transformer", "MultiHeadSelfAttention", CELL["mask_added"], [(2, 3, 4, 4), "mask"], "mask-dims"),
+        (A, "attention_weights", CELL["permute_3d"], [(2, 3, 4, 5)] * 2, "permute-ndim"),
+        (A, "softmax", CELL["dim_3"], [(4, 5)], "dim-from-front"),
+        ("13_decoding", "greedy_generate", CELL["item_eos"], [(3, 7)], "item-on-batch"),
+        ("13_decoding", "greedy_generate", CELL["if_eos"], [(3, 7)], "bool-of-tensor"),
+        ("08_positions_and_masks", "permutation_check", CELL["batch_perm"], [torch.nn.Identity(), (2, 6, 4), torch.randperm(6)], "index-batch-dim"),
+        ("11_debugging", "chunked_attention", CELL["same_length"], [(2, 3, 4), (2, 5, 4), (2, 5, 4)], "own-assert"),
+        ("04_split_heads", "split_heads", CELL["split_fixed"], [(3, 5, 8), 2], "reshape-size"),
+        ("09_build_a_transformer", "MultiHeadSelfAttention", CELL["mask_grew"], [(3, 1, 4, 4), "mask3"], "mask-grew"),
     ],
 )  # fmt: skip
 def test_an_error_the_answer_raised_names_its_mistake(
@@ -229,11 +264,12 @@ def test_an_error_the_answer_raised_names_its_mistake(
     general first step; a shape error with none of them on its line, the general
     broadcast hint."""
     monkeypatch.setenv("COURSE_LANG", lang)
+    masks = {"mask": torch.ones(2, 4), "mask3": torch.ones(3, 4, 4, dtype=torch.bool)}
     args = [
         x
-        if isinstance(x, torch.Tensor)
-        else torch.ones(2, 4)
-        if x == "mask"
+        if isinstance(x, torch.Tensor | torch.nn.Module | int)
+        else masks[x]
+        if isinstance(x, str)
         else torch.randn(*x)
         for x in inputs
     ]

@@ -27,7 +27,15 @@ from . import (
 from .calls import CaseVerdicts
 from .compare import is_close
 from .lessons import FUSED_ATTENTION, Lesson
-from .oracles import BY_HAND, BY_WIDTH, NO_SCALE, Case, course_case, random_cases
+from .oracles import (
+    BY_D,
+    BY_HAND,
+    BY_WIDTH,
+    NO_SCALE,
+    Case,
+    course_case,
+    random_cases,
+)
 
 _softmax = torch.softmax
 LESSONS = {  # head_attention(hidden, self_attn, ...), multi_head_attention likewise
@@ -82,6 +90,18 @@ FOUR_D_MASK = N_(
     "(B, 1, T).",
     mistake="mask-4d-on-one-head",
 )
+AFTER_SOFTMAX = N_(
+    "the mask was applied after the softmax, by zeroing the padded keys' weights: "
+    "the rows of padded examples then sum to less than 1. Add the large negative "
+    "number to the scores before the softmax.",
+    mistake="mask-after-softmax",
+)
+SELF_SCORES = N_(
+    "the scores compare the queries with themselves, or the keys with themselves: "
+    "Q and K were made with the same projection. Q comes from self_attn.query and K "
+    "from self_attn.key.",
+    mistake="one-projection-twice",
+)
 MIXED = N_(
     "view without transpose mixes heads: transpose the context back to (B, "
     "T, H, d) before merging to (B, T, D).",
@@ -98,13 +118,18 @@ def wrong_probs(case: Case, head: int | None = None) -> dict:
         pad = pad[:, None]  # (B, 1, 1, T)
     out = {
         NO_SCALE: _softmax(s * math.sqrt(case.d) + pad * -1e4, -1),
+        BY_D: _softmax(s / math.sqrt(case.d) + pad * -1e4, -1),
         MULTIPLIED: _softmax(s * (1 - pad), -1),
+        SELF_SCORES: tuple(
+            _softmax(x @ x.mT / math.sqrt(case.d) + pad * -1e4, -1) for x in (q, k)
+        ),
     }
     D = case.hidden.shape[-1]
     if D != case.d:  # with one head sqrt(D) is the right scale
         out[BY_WIDTH] = _softmax(s * math.sqrt(case.d / D) + pad * -1e4, -1)
     if bool(pad.any()):
         out.update({NO_MASK: _softmax(s, -1), SIGN: _softmax(s + pad * 1e4, -1)})
+        out[AFTER_SOFTMAX] = _softmax(s, -1) * (1 - pad)
         tokens = (1 - pad).bool().expand_as(s)
         out[INVERTED] = (  # added where the tokens are, or filled there
             _softmax(s + (1 - pad) * -1e4, -1),
@@ -334,7 +359,7 @@ def _expect_context(context, probs, case: Case, *, probs_judged: bool) -> None:
     for mistake, per_head in wrong_contexts(case).items():
         if mistake != ON_K:  # named above, from either probs
             diagnose[mistake] = per_head.transpose(1, 2).reshape(B, T, D)
-    for scale in (NO_SCALE, BY_WIDTH):  # BY_WIDTH: only with several heads
+    for scale in (NO_SCALE, BY_D, BY_WIDTH):  # BY_WIDTH: only with several heads
         if scale in wrong:
             diagnose[scale] = (wrong[scale] @ v).transpose(1, 2).reshape(B, T, D)
     expect_close(

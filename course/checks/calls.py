@@ -15,6 +15,7 @@ originals, nor reach a later check through a shared object (the course model).
 from __future__ import annotations
 
 import copy
+import math
 import re
 import traceback
 from collections.abc import Callable
@@ -102,6 +103,12 @@ class CaseVerdicts:
         raise CheckFailed(with_keys(sentences(*parts), keys))
 
 
+def both(first: str, second: str) -> str:
+    """One verdict naming two mistakes an answer makes at once: ``first``, then
+    "Also:" ``second`` (catalog sentences; both keys named)."""
+    return sentences(say(first), say(ALSO, verdict=say(second)))
+
+
 def fail(message: str, /, **fields) -> None:
     """Raise :class:`CheckFailed` with ``message`` in the course's language.
 
@@ -132,6 +139,18 @@ HINTS = {
         "any leading dims: (T, d), (B, T, d) and (B, H, T, d) alike.",
         mistake="bmm-3d",
     ),
+    "self must be a matrix": N_(
+        " Hint: torch.mm multiplies 2-D matrices only; @ (torch.matmul) treats "
+        "every leading dim as a batch dim, so (T, D), (B, T, D) and more all work.",
+        mistake="mm-2d",
+    ),
+    "Sizes of tensors must match except in dimension": N_(
+        " Hint: torch.cat joins along one dim, and every other dim must agree. The "
+        "piece you append has another size there: with a batch, the new tokens are "
+        "(B, 1), one per example (argmax over the last dim, keepdim=True), not a "
+        "single number.",
+        mistake="cat-sizes",
+    ),
     "no ellipsis was given": N_(
         " Hint: this einsum names every dim, so it fits one number of dims only; "
         'write the leading dims as ... ("...td,ed->...te") so that batch dims pass '
@@ -147,6 +166,43 @@ HINTS = {
         "module returning (out, probs), say) must be unpacked, out, _ = ..., "
         "before its result is added or multiplied.",
         mistake="tuple-operand",
+    ),
+    "does not match the length of the desired ordering": N_(
+        " Hint: permute lists every dim, so it fits one number of dims only, and "
+        "this input has another. To swap two dims whatever comes before them, "
+        "use .transpose(-2, -1) (or .mT) and count dims from the end.",
+        mistake="permute-ndim",
+    ),
+    "Dimension out of range": N_(
+        " Hint: this dim does not exist on the input. A dim counted from the front "
+        "(dim=3, transpose(1, 2)) fits one number of dims only; counted from the "
+        "end (dim=-1, transpose(-2, -1)) the same line works on (T, d), (B, T, d) "
+        "and (B, H, T, d) alike.",
+        mistake="dim-from-front",
+    ),
+    "cannot be converted to Scalar": N_(
+        " Hint: .item() (like float() and int()) takes a tensor of one element, "
+        "and this one holds a value per example of the batch. Keep it a tensor "
+        "and work on the whole batch at once (torch.where, comparisons, "
+        "indexing).",
+        mistake="item-on-batch",
+    ),
+    "Boolean value of Tensor with more than one value is ambiguous": N_(
+        " Hint: if, and, or and not need one True or False, and this tensor holds "
+        "one per element (a value per example of the batch, say). Use .all() or "
+        ".any() for one answer, or torch.where to choose per element.",
+        mistake="bool-of-tensor",
+    ),
+    "out of bounds for dimension 0": N_(
+        " Hint: that index runs along dim 0, which is the batch for (B, T, ...) "
+        "inputs. To pick or reorder tokens, index dim 1: x[:, idx].",
+        mistake="index-batch-dim",
+    ),
+    "is invalid for input of size": N_(
+        " Hint: view and reshape keep the number of values, so the sizes asked for "
+        "must multiply to the tensor's. Read them from the tensor's own .shape, and "
+        "check that the dims you merge are next to each other.",
+        mistake="reshape-size",
     ),
     "cannot be converted to type c10::Half": N_(
         " Hint: float16 holds numbers up to 65504 only, so a fill such as -1e9 "
@@ -177,15 +233,45 @@ MASK_BROADCAST = N_(
     "becomes (B, 1, T, T) to meet (B, H, T, T) scores.",
     mistake="mask-dims",
 )
+#: A reshape that fails for having too many values, in a call given a mask.
+MASK_GREW = N_(
+    " Hint: the tensor holds more values than the shape asks for, so a broadcast "
+    "before this line grew it. A mask must line up with the scores: a (B, T, T) "
+    "mask against (B, H, T, T) scores pairs B with H; give it a head dim, "
+    "mask[:, None].",
+    mistake="mask-grew",
+)
 
 
-def _hint(error: str, inputs: tuple, code: str = "") -> str:
+#: The hint where the student's own ``assert`` failed.
+OWN_ASSERT = N_(
+    " Hint: this assert is your own, and the test's inputs ({shapes}) are ones "
+    "the exercise allows: what it assumes does not hold for every input. Read "
+    "the exercise's shapes again; queries and keys, for one, may differ in length.",
+    mistake="own-assert",
+)
+
+
+def _shapes(inputs: tuple) -> str:
+    """The tensors' shapes among ``inputs``, e.g. ``(2, 5, 8), (2, 7, 8)``."""
+    return ", ".join(
+        str(tuple(v.shape)) for v in inputs if hasattr(v, "shape") and v.ndim
+    )
+
+
+def _hint(error: str, inputs: tuple, code: str = "", ename: str = "") -> str:
     """The hint for what torch said (empty if none). For a shape error it answers
     the situation present: a call given a mask, a ``.T`` on a batched tensor on
-    the failing line ``code``, a reduction there without ``keepdim``."""
+    the failing line ``code``, a reduction there without ``keepdim``. An
+    ``assert`` of the student's own gets the input shapes it refused."""
+    if ename == "AssertionError" and code.startswith("assert"):
+        return say(OWN_ASSERT, shapes=_shapes(inputs))
     key = next((key for key in HINTS if key in error), None)
     if key is None:
         return ""
+    if key == "is invalid for input of size" and _grew(error):
+        if any(map(_is_mask, inputs)):
+            return say(MASK_GREW)
     if key == "must match the size of tensor b":
         if any(map(_is_mask, inputs)):
             return say(MASK_BROADCAST)
@@ -195,6 +281,21 @@ def _hint(error: str, inputs: tuple, code: str = "") -> str:
         if _REDUCTION.search(code) and "keepdim" not in code:
             return say(KEEPDIM_BROADCAST)
     return say(HINTS[key])
+
+
+_RESHAPE = re.compile(r"shape '\[([\d, -]*)\]' is invalid for input of size (\d+)")
+
+
+def _grew(error: str) -> bool:
+    """Whether a failed reshape's input holds a whole multiple (2 or more) of the
+    values its shape asks for: what a broadcast that added a dim leaves."""
+    found = _RESHAPE.search(error)
+    if not found:
+        return False
+    sizes = [int(n) for n in found.group(1).split(",") if n.strip()]
+    asked = math.prod(n for n in sizes if n > 0)
+    size = int(found.group(2))
+    return -1 not in sizes and asked > 0 and size > asked and size % asked == 0
 
 
 def _is_mask(value) -> bool:
@@ -298,7 +399,7 @@ def call(
             "`{name}` is not written yet: it still raises NotImplementedError.",
             name=name,
         )
-    hint = _hint(evalue, (*args, *kwargs.values()), code)
+    hint = _hint(evalue, (*args, *kwargs.values()), code, ename)
     fail(
         "`{name}` raised {ename}: {error}{where}{hint}",
         name=name,

@@ -36,6 +36,12 @@ SWAPPED = N_(
     "decoder), keys and values from memory (the encoder's output).",
     mistake="query-memory-swapped",
 )
+SELF_ATTENTION = N_(
+    "the keys and values both come from x, so this is self-attention over x and "
+    "memory is never read. In cross-attention only the queries come from x; the "
+    "keys and values come from memory.",
+    mistake="kv-from-x",
+)
 KEYS_FROM_X = N_(
     "the keys come from x: in cross-attention only the queries come from x (the "
     "decoder); keys and values both come from memory (the encoder's output).",
@@ -256,6 +262,10 @@ def _cross_mistakes(attn, x, memory, mask: _Tensor | None) -> dict:
                 _by_hand(attn, x, *sources, mask),
                 _by_hand(attn, x, *sources, None),
             )
+    # keys and values both from x: self-attention, of the right shape for any Tk
+    diagnose[SELF_ATTENTION] = (_by_hand(attn, x, x, x, None),) + (
+        (_by_hand(attn, x, x, x, mask),) if Tq == Tk else ()
+    )
     if Tq > 1:
         causal = torch.ones(Tq, Tk, dtype=torch.bool).tril()
         full = torch.ones(B, Tk, dtype=torch.bool) if mask is None else mask

@@ -43,5 +43,9 @@ def random_tiny_bert(rng, heads=(1, 2, 3, 4), fewest_layers: int = 1):
         seed=seed,
         num_layers=num_layers,
         num_heads=num_heads,
-        head_size=rng.choice([2, 4, 8] if num_heads > 1 else [4, 8]),
+        # never H = d: there sqrt(D) = d, and a scale by the model width's root
+        # gives the numbers of a scale by d
+        head_size=rng.choice(
+            [d for d in ([2, 4, 8] if num_heads > 1 else [4, 8]) if d != num_heads]
+        ),
     )

@@ -27,7 +27,7 @@ from . import (
     random_batch,
     random_tiny_bert,
 )
-from .calls import CaseVerdicts
+from .calls import CaseVerdicts, both
 from .lessons import FUSED_ATTENTION, Lesson
 from .oracles import BY_WIDTH, NO_SCALE, Case, own_copy, sharpen_attention
 
@@ -39,35 +39,8 @@ def _expect_embeddings(fn, case: Case) -> None:
         got = twice(fn, args, "embeddings_forward")
     want = case.states[0]
     expect_shape(got, want.shape, "embeddings_forward(...)", "(B, T, D).")
-    T = case.ids.shape[1]
     with torch.no_grad():
-        w, p, t = (
-            emb.word_embeddings(case.ids),
-            emb.position_embeddings.weight[:T],
-            emb.token_type_embeddings(case.types),
-        )
-        diagnose = {
-            say(
-                "the position embeddings are missing: add "
-                "position_embeddings(arange(T)).",
-                mistake="no-positions",
-            ): emb.LayerNorm(w + t),
-            say(
-                "the token-type embeddings are missing: add "
-                "token_type_embeddings(token_type_ids).",
-                mistake="no-types",
-            ): emb.LayerNorm(w + p),
-            say(
-                "the LayerNorm is missing: embeddings = LayerNorm(word + "
-                "position + token type).",
-                mistake="no-norm",
-            ): w + p + t,
-        }
-        diagnose[FRESH_LN] = _fresh_norm(w + p + t)
-        diagnose[NORM_FIRST] = (emb.LayerNorm(w) + p + t, emb.LayerNorm(w + p) + t)
-        if T < emb.position_embeddings.num_embeddings:  # positions 1..T exist
-            shifted = emb.position_embeddings.weight[1 : T + 1]
-            diagnose[POSITIONS_FROM_1] = emb.LayerNorm(w + shifted + t)
+        diagnose = _wrong_embeddings(case)
     expect_close(
         got,
         want,
@@ -75,6 +48,31 @@ def _expect_embeddings(fn, case: Case) -> None:
         diagnose=diagnose,
         what=say("the model's hidden_states[0]"),
     )
+
+
+def _wrong_embeddings(case: Case) -> dict:
+    """What each embeddings misconception gives: a wrong sum (a table left out,
+    type 0 for every token, positions from 1) and a wrong norm (none, a new one),
+    alone and one of each together (both are named)."""
+    emb, T = case.model.embeddings, case.ids.shape[1]
+    w, p, t = (
+        emb.word_embeddings(case.ids),
+        emb.position_embeddings.weight[:T],
+        emb.token_type_embeddings(case.types),
+    )
+    sums = {NO_POSITIONS: w + t, NO_TYPES: w + p}
+    if bool(case.types.any()):  # type 0 everywhere differs only where types differ
+        sums[TYPE_ZERO] = w + p + emb.token_type_embeddings.weight[0]
+    if T < emb.position_embeddings.num_embeddings:  # positions 1..T exist
+        sums[POSITIONS_FROM_1] = w + emb.position_embeddings.weight[1 : T + 1] + t
+    norms = {NO_NORM: lambda x: (x,), FRESH_LN: _fresh_norm}
+    diagnose = {mistake: emb.LayerNorm(x) for mistake, x in sums.items()}
+    diagnose |= {mistake: norm(w + p + t) for mistake, norm in norms.items()}
+    diagnose[NORM_FIRST] = (emb.LayerNorm(w) + p + t, emb.LayerNorm(w + p) + t)
+    for in_sum, x in sums.items():
+        for in_norm, norm in norms.items():
+            diagnose[both(in_sum, in_norm)] = norm(x)
+    return diagnose
 
 
 def embeddings_forward_shape(fn) -> None:
@@ -120,6 +118,8 @@ def _expect_attention_block(fn, case: Case, masked: bool) -> None:
             NO_RESIDUAL: out.LayerNorm(sub),
             FRESH_LN: _fresh_norm(sub + h),
         }
+        if masked and not bool(case.mask.all()):
+            diagnose[MASK_DROPPED] = _block_unmasked(case)
     expect_close(
         got,
         case.attn_out,
@@ -127,6 +127,12 @@ def _expect_attention_block(fn, case: Case, masked: bool) -> None:
         diagnose=diagnose,
         what=say("the layer's attention output"),
     )
+
+
+def _block_unmasked(case: Case) -> torch.Tensor:
+    """The attention block's output with no mask reaching its self-attention."""
+    h, out = case.hidden, case.block.attention.output
+    return out.LayerNorm(out.dense(case.context_of(h, masked=False)) + h)
 
 
 def _context(case: Case, x: torch.Tensor, *, scale: float) -> torch.Tensor:
@@ -234,14 +240,19 @@ def _expect_layer(fn, case: Case, masked: bool) -> None:
         def ff(inputs, act=F.gelu):
             return out.dense(act(up(inputs)))
 
+        h = case.hidden
         diagnose = {
             FF_RESIDUAL: out.LayerNorm(ff(a)),
-            FF_FROM_INPUT: out.LayerNorm(a + ff(case.hidden)),
+            # the input fed to FF, with the block's output as the residual or not
+            FF_FROM_INPUT: (out.LayerNorm(a + ff(h)), out.LayerNorm(h + ff(h))),
             RELU: out.LayerNorm(a + ff(a, F.relu)),
             TANH_GELU: out.LayerNorm(
                 a + ff(a, lambda v: F.gelu(v, approximate="tanh"))
             ),
         }
+        if masked and not bool(case.mask.all()):
+            a0 = _block_unmasked(case)
+            diagnose[MASK_DROPPED] = out.LayerNorm(a0 + ff(a0))
     expect_close(
         got,
         case.after,
@@ -370,6 +381,23 @@ BY_HAND = N_(
     "Build it from its parts (Linear, LayerNorm, Embedding modules): calling "
     "the block itself is the shortcut this exercise turns off."
 )
+NO_POSITIONS = N_(
+    "the position embeddings are missing: add position_embeddings(arange(T)).",
+    mistake="no-positions",
+)
+NO_TYPES = N_(
+    "the token-type embeddings are missing: add token_type_embeddings(token_type_ids).",
+    mistake="no-types",
+)
+TYPE_ZERO = N_(
+    "every token got the type-0 embedding: look up token_type_embeddings at "
+    "token_type_ids, so that sentence B's tokens get row 1.",
+    mistake="types-ignored",
+)
+NO_NORM = N_(
+    "the LayerNorm is missing: embeddings = LayerNorm(word + position + token type).",
+    mistake="no-norm",
+)
 POSITIONS_FROM_1 = N_(
     "the positions start at 1: BERT's position ids are arange(T), from 0.",
     mistake="positions-from-1",
@@ -412,9 +440,14 @@ NORM_FIRST = N_(
     mistake="norm-before-sum",
 )
 FF_FROM_INPUT = N_(
-    "the feed-forward was fed the layer's input: it takes the attention block's "
-    "output a, LayerNorm(a + FF(a)).",
+    "the feed-forward was fed the layer's input, not the attention block's output "
+    "a: the layer ends with LayerNorm(a + FF(a)).",
     mistake="ff-from-input",
+)
+MASK_DROPPED = N_(
+    "padded keys get weight: the attention mask never reached the self-attention. "
+    "Pass attention_mask on to it.",
+    mistake="mask-dropped",
 )
 RELU = N_("ReLU instead of GELU: BERT's feed-forward uses GELU.", mistake="relu")
 TANH_GELU = N_(

@@ -37,6 +37,7 @@ NO_SCALE = N_(
     "missing 1/sqrt(d): divide the scores by the square root of the head size.",
     mistake="no-scale",
 )
+BY_D = N_("it divides by d; the scale is 1/sqrt(d).", mistake="by-d")
 BY_WIDTH = N_(
     "it divides by sqrt(D), the model width; the scale uses the head size d = D / H.",
     mistake="scaled-by-width",
@@ -170,11 +171,11 @@ class Case:
             torch.float32
         ).min
 
-    def context_of(self, x: torch.Tensor) -> torch.Tensor:
+    def context_of(self, x: torch.Tensor, masked: bool = True) -> torch.Tensor:
         """The layer's self-attention output (before its output dense) of ``x``
-        ``(B, T, D)``, with this case's mask."""
+        ``(B, T, D)``, with this case's mask (or, not ``masked``, none)."""
         with torch.no_grad():
-            out = self.self_attn(x, attention_mask=self.ext)
+            out = self.self_attn(x, attention_mask=self.ext if masked else None)
         return out[0] if isinstance(out, tuple) else out
 
     def qkv(self, head: int | None = None):

@@ -15,7 +15,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import SAMPLE_TEXTS, call, expect_close, fail
-from .calls import CaseVerdicts
+from .calls import CaseVerdicts, both
 
 TRANSPOSED = N_(
     "the heatmap is transposed: rows (y axis) are queries and columns (x "
@@ -225,6 +225,18 @@ def _pairs(score: torch.Tensor, keep) -> set[tuple[int, int]]:
     return {(int(i), int(j)) for i, j in keep(score).nonzero().tolist()}
 
 
+NEXT_TOKEN = N_(
+    "previous_token_heads looked at the next token (offset +1); the previous token "
+    "of query i is key i - 1 (offset -1).",
+    mistake="next",
+)
+FIRST_EXAMPLE = N_(
+    "previous_token_heads averaged the first example only: take the mean over the "
+    "batch too.",
+    mistake="first-example",
+)
+
+
 def _name_prev_mistake(got_set, attentions, threshold: float) -> None:
     """Fail naming the mistake whose heads ``got_set`` is, if it is one."""
     score = _prev_score(attentions)
@@ -246,11 +258,7 @@ def _name_prev_mistake(got_set, attentions, threshold: float) -> None:
             mistake="over-t",
         )
     if got_set == _pairs(first, lambda s: s >= threshold):
-        fail(
-            "previous_token_heads averaged the first example only: take the mean "
-            "over the batch too.",
-            mistake="first-example",
-        )
+        fail(FIRST_EXAMPLE)
     want = _pairs(score, lambda s: s >= threshold)
     if want and got_set == {(h, ly) for ly, h in want} != want:
         fail(
@@ -276,14 +284,14 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
         torch.diagonal(a.double(), offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2))
         for a in attentions
     ]
-    if got_set == {
-        tuple(ij) for ij in (torch.stack(nxt) >= threshold).nonzero().tolist()
-    }:
-        fail(
-            "previous_token_heads looked at the next token (offset +1); "
-            "the previous token of query i is key i - 1 (offset -1).",
-            mistake="next",
-        )
+    if got_set == _pairs(torch.stack(nxt), lambda s: s >= threshold):
+        fail(NEXT_TOKEN)
+    nxt_first = [  # both mistakes at once: the next token, in the first example
+        torch.diagonal(a[:1].double(), offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2))
+        for a in attentions
+    ]
+    if got_set == _pairs(torch.stack(nxt_first), lambda s: s >= threshold):
+        fail(both(NEXT_TOKEN, FIRST_EXAMPLE))
     _name_prev_mistake(got_set, attentions, threshold)
     same = [
         torch.diagonal(a.double(), dim1=-2, dim2=-1).mean(dim=(0, 2))

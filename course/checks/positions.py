@@ -391,6 +391,11 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
             mistake="causal-missing",
         ): torch.softmax(s, -1),
         say(
+            "the future scores were set to 0, not -inf: exp(0) = 1, so the keys "
+            "after i still get weight. Fill them with -inf (or the dtype's min).",
+            mistake="fill-zero",
+        ): torch.softmax(s.masked_fill(~tril, 0.0), -1),
+        say(
             "the causal mask is the wrong way round: it hides the keys a query may "
             "see (j <= i) and keeps the later ones, so the last query has none left "
             "(a row of NaN, or of equal weights). Mask where j > i.",

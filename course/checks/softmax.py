@@ -28,10 +28,10 @@ from . import (
     expect_shape,
     fail,
 )
-from .calls import CaseVerdicts
+from .calls import CaseVerdicts, both
 from .compare import fail_mistaken, same_mistake
 from .lessons import FUSED_ATTENTION, SOFTMAXES, Lesson
-from .oracles import BY_LENGTH, BY_WIDTH, LAST_DIM, sample_qk
+from .oracles import BY_D, BY_LENGTH, BY_WIDTH, LAST_DIM, sample_qk
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
 
@@ -109,6 +109,7 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
             largest=x.abs().max(),
         )
     expect_finite(got, f"softmax(x, dim={dim})")
+    _expect_normalised_along(got, x, dim)
     diagnose = {}
     if x.dim() > 1 and dim % x.dim() != 0:
         diagnose[WRONG_DIM] = _softmax(x.double(), 0)
@@ -130,6 +131,27 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
         what="torch.softmax",
         atol=_softmax_atol(x),
     )
+
+
+def _expect_normalised_along(got: torch.Tensor, x: torch.Tensor, dim: int) -> None:
+    """Name the dim ``got`` sums to 1 along, where that is not ``dim``: a softmax
+    normalised over another dim, whatever max it subtracted first."""
+    if x.dim() < 2 or x.shape[dim] == 1:
+        return
+
+    def sums_to_one(k: int) -> bool:
+        sums = got.double().sum(k)
+        return bool(allclose(sums, torch.ones_like(sums), atol=1e-4))
+
+    if sums_to_one(dim):
+        return
+    last, asked = x.dim() - 1, dim % x.dim()
+    others = [(last, LAST_DIM), (0, WRONG_DIM)]  # as the value diagnoses name them
+    if asked == last:
+        others.append((last - 1, ROWS_DIM))
+    for k, mistake in others:
+        if k != asked and x.shape[k] > 1 and sums_to_one(k):
+            fail_mistaken(f"softmax(x, dim={dim})", mistake)
 
 
 def _softmax_atol(x: torch.Tensor) -> float:
@@ -155,7 +177,7 @@ def softmax_random(fn, seed: int) -> None:
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
-    for i in range(6):  # each scale twice; every other draw: a matrix over dim -1
+    for i in range(6):  # every other draw: a matrix over dim -1
         with verdicts:
             if i % 2 == 0:
                 shape, dim = [rng.randint(2, 5) for _ in range(rng.randint(2, 4))], -1
@@ -167,7 +189,10 @@ def softmax_random(fn, seed: int) -> None:
             else:
                 shape = [rng.randint(1, 5) for _ in range(rng.randint(1, 4))]
                 dim = rng.randrange(-len(shape), len(shape))
-            x = torch.randn(*shape, generator=gen) * (1.0, 30.0, 3e4)[i % 3]
+            # Each scale twice. The dim-before-the-last case has scores of about 1:
+            # at 30 a small softmax is nearly one-hot along any dim, and one taken
+            # along the wrong dim can give the same numbers.
+            x = torch.randn(*shape, generator=gen) * (1.0, 1.0, 3e4, 30.0, 30.0, 3e4)[i]
             if i == 2:  # rows far apart: one max for the whole tensor underflows some
                 x[0] -= 2e5
             _expect_softmax(fn, x if rng.random() < 0.5 else x.double(), dim)
@@ -175,14 +200,17 @@ def softmax_random(fn, seed: int) -> None:
 
 
 def _wrong_weights(Q, K, s) -> dict:
-    """What each softmax-dim or scaling misconception makes of the scores ``s``."""
-    wrong = {
-        WRONG_DIM: _softmax(s, 0) if s.dim() > 2 else _softmax(s, -2),
-        ROWS_DIM: _softmax(s, -2),
-        **{k: _softmax(v, -1) for k, v in _diagnose_scores(Q, K, s).items()},
-    }
+    """What each softmax-dim or scaling misconception makes of the scores ``s``,
+    alone and two at a time (a wrong dim and a wrong scale: both are named)."""
+    dims = {WRONG_DIM: 0 if s.dim() > 2 else -2, ROWS_DIM: -2}
     if s.dim() == 4:  # (B, H, Tq, Tk)
-        wrong[HEADS_DIM] = _softmax(s, 1)
+        dims[HEADS_DIM] = 1
+    scales = _diagnose_scores(Q, K, s)
+    wrong = {k: _softmax(s, dim) for k, dim in dims.items()}
+    wrong |= {k: _softmax(v, -1) for k, v in scales.items()}
+    for dim_mistake, dim in dims.items():
+        for scale_mistake, scores in scales.items():
+            wrong[both(dim_mistake, scale_mistake)] = _softmax(scores, dim)
     return wrong
 
 
@@ -284,8 +312,7 @@ def _diagnose_scores(Q, K, s) -> dict:
             "missing 1/sqrt(d): divide Q K^T by the square root of the head size.",
             mistake="no-scale-qk",
         ): s * math.sqrt(d),
-        say("it divides by d; the scale is 1/sqrt(d).", mistake="by-d"): s
-        / math.sqrt(d),
+        say(BY_D): s / math.sqrt(d),
     }
     if Q.dim() == 4:
         D = Q.shape[1] * d
@@ -403,6 +430,17 @@ def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
             mistake="variance",
             d_k=d_k,
             unscaled=unscaled,
+        )
+    single = abs(unscaled - 1) < tol and abs(scaled * math.sqrt(d_k) - 1) < tol
+    if d_k > 1 and single:
+        fail(
+            "dot_product_std for d_k={d_k} gives {unscaled:.3g} and {scaled:.3g}: the "
+            "std of the single products q_i·k_i, about 1. A dot product sums d_k of "
+            "them, and its std is sqrt(d_k).",
+            mistake="std-of-products",
+            d_k=d_k,
+            unscaled=unscaled,
+            scaled=scaled,
         )
     if abs(unscaled / math.sqrt(d_k) - 1) > tol:
         fail(

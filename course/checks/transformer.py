@@ -547,6 +547,13 @@ def _expect_memory(fn, *, B, H, T, nbytes) -> None:
     want = probe.numel() * probe.element_size()
     if got == want:
         return
+    if nbytes != 4 and got == B * H * T * T * 4:
+        fail(
+            "attention_memory assumed 4 bytes per value, float32's: a value takes "
+            "bytes_per_value bytes ({nbytes} here).",
+            mistake="fixed-bytes",
+            nbytes=nbytes,
+        )
     if got == B * T * T * nbytes:
         fail(
             "attention_memory forgot the heads: every head has its own (T, T) matrix.",
@@ -590,14 +597,15 @@ def attention_memory_random(fn, seed: int) -> None:
     """Other sizes and dtypes."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
-    for _ in range(4):
+    for i in range(4):
         with verdicts:
             # B, H, T and the bytes per value all differ (and T > H): where two are
             # equal, two mistakes (forgetting the heads or the batch, counting
             # values, growing linearly in T) give the same number, and the verdict
-            # could not say which.
+            # could not say which. The first case is never float32, so that an
+            # answer which assumes 4 bytes per value fails on every seed.
             B = rng.randint(2, 4)
-            nbytes = rng.choice([n for n in (2, 4, 8) if n != B])
+            nbytes = rng.choice([n for n in (2, 4, 8) if n != B and (i or n != 4)])
             heads = rng.choice([h for h in range(1, 17) if h not in (B, nbytes)])
             T = rng.choice([t for t in range(heads + 1, 201) if t not in (B, nbytes)])
             _expect_memory(fn, B=B, H=heads, T=T, nbytes=nbytes)
