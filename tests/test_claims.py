@@ -1257,7 +1257,7 @@ def test_a_matrix_that_requires_grad_does_not_plot_and_one_made_under_no_grad_do
     a = "06_manual_attention"
     says(a, "drop the batch dimension", "`with torch.no_grad():`")
     says(a, "without it the matrix still requires grad and the plot below fails")
-    assert "requires grad" in chinese(a) and "torch.no_grad()" in chinese(a)
+    assert "requires_grad=True" in chinese(a) and "torch.no_grad()" in chinese(a)
 
 
 # 06 and 09: each notebook runs on its own, so 04's helpers are not there

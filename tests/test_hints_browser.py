@@ -30,7 +30,7 @@ VIEW = "from course import progress\nprogress.show()"
 SAID = {  # each edition's words: the mistake's hint, the first step, the states,
     # and the mistake as the progress view names it (its check's sentence)
     "en": ("wrong axis", "Softmax turns", "failing", "passing", "rows do not sum"),
-    "zh": ("错误的轴", "softmax 把", "未通过", "已通过", "每行之和不为 1"),
+    "zh": ("沿错了维度", "softmax 把", "未通过", "已通过", "每行之和不为 1"),
 }
 
 

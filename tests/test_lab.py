@@ -55,7 +55,7 @@ SAID = {  # each edition's words: the buttons, the check's sentences, the hints
         "report": "的检查结果",
         "mistake": "每行之和不为 1",
         "hint_title": "softmax 的提示",
-        "hint_text": "错误的轴",
+        "hint_text": "沿错了维度",
         "no_exercise": "不属于任何练习",
         "validate": "评分时还会运行隐藏测试",
     },
