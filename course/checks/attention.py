@@ -359,9 +359,12 @@ def _expect_context(context, probs, case: Case, *, probs_judged: bool) -> None:
     for mistake, per_head in wrong_contexts(case).items():
         if mistake != ON_K:  # named above, from either probs
             diagnose[mistake] = per_head.transpose(1, 2).reshape(B, T, D)
-    for scale in (NO_SCALE, BY_D, BY_WIDTH):  # BY_WIDTH: only with several heads
-        if scale in wrong:
-            diagnose[scale] = (wrong[scale] @ v).transpose(1, 2).reshape(B, T, D)
+    for mistake, wrong_p in wrong.items():  # a probs mistake carried into context
+        if mistake not in diagnose and mistake != NO_MASK:  # NO_MASK's: UNMASKED
+            each = wrong_p if isinstance(wrong_p, tuple) else (wrong_p,)
+            diagnose[mistake] = tuple(
+                (p @ v).transpose(1, 2).reshape(B, T, D) for p in each
+            )
     expect_close(
         context,
         case.context,

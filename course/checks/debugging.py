@@ -635,8 +635,9 @@ def chunked_attention_memory(fn) -> None:
 def chunked_attention_random(fn, seed: int) -> None:
     """Random shapes, chunk sizes (1 to more than Tk), masks and dtypes.
 
-    The first case always splits the keys into several blocks and has no mask, so
-    that blocks normalised on their own are caught whatever the seed. The last
+    The first case always splits the keys into several blocks, the last one
+    shorter, and has no mask, so that blocks normalised on their own, and blocks
+    assumed equal, are caught whatever the seed. The last
     case always has a dense random mask, small blocks and a query that may attend
     nothing in the first block, so that a running max left at -inf (NaN) is too.
     """
@@ -649,10 +650,12 @@ def chunked_attention_random(fn, seed: int) -> None:
             batch = tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
             Tq, Tk, d = (
                 rng.randint(1, 9),
-                rng.randint(1 + split, 20),
+                rng.randint(1 + 2 * split, 20),
                 rng.choice([2, 4, 8]),
             )
-            chunk = rng.randint(1, Tk - 1 if split else Tk + 3)
+            # the first case's blocks never divide Tk: the last one is shorter
+            uneven = [c for c in range(2, Tk) if Tk % c]
+            chunk = rng.choice(uneven) if split else rng.randint(1, Tk + 3)
             dtype = rng.choice([torch.float32, torch.float64])
             Q, K, V = _qkv(gen, batch, Tq=Tq, Tk=Tk, d=d, dtype=dtype)
             masked = not split and rng.random() < 0.5
