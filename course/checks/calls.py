@@ -269,9 +269,9 @@ def _hint(error: str, inputs: tuple, code: str = "", ename: str = "") -> str:
     key = next((key for key in HINTS if key in error), None)
     if key is None:
         return ""
-    if key == "is invalid for input of size" and _grew(error):
-        if any(map(_is_mask, inputs)):
-            return say(MASK_GREW)
+    reshaped = key == "is invalid for input of size"
+    if reshaped and _grew(error) and any(map(_is_mask, inputs)):
+        return say(MASK_GREW)
     if key == "must match the size of tensor b":
         if any(map(_is_mask, inputs)):
             return say(MASK_BROADCAST)
@@ -293,9 +293,8 @@ def _grew(error: str) -> bool:
     if not found:
         return False
     sizes = [int(n) for n in found.group(1).split(",") if n.strip()]
-    asked = math.prod(n for n in sizes if n > 0)
-    size = int(found.group(2))
-    return -1 not in sizes and asked > 0 and size > asked and size % asked == 0
+    asked, size = math.prod(sizes), int(found.group(2))
+    return asked > 0 and size > asked and size % asked == 0  # -1 or 0: not asked
 
 
 def _is_mask(value) -> bool:

@@ -209,13 +209,14 @@ def top_attended_random(fn, seed: int) -> None:
     verdicts.fail_if_any()
 
 
-def _prev_score(attentions) -> torch.Tensor:
-    """(L, H): mean weight each query puts on the token just before it."""
+def _diagonal_score(attentions, offset: int = -1) -> torch.Tensor:
+    """(L, H): mean weight each query puts on the token ``offset`` away from it
+    (-1: the token just before it, the previous-token score)."""
     rows = []
     for layer in attentions:
         diag = torch.diagonal(
-            layer.double(), offset=-1, dim1=-2, dim2=-1
-        )  # (B, H, T-1)
+            layer.double(), offset=offset, dim1=-2, dim2=-1
+        )  # (B, H, T - |offset|)
         rows.append(diag.mean(dim=(0, 2)))
     return torch.stack(rows)
 
@@ -239,9 +240,9 @@ FIRST_EXAMPLE = N_(
 
 def _name_prev_mistake(got_set, attentions, threshold: float) -> None:
     """Fail naming the mistake whose heads ``got_set`` is, if it is one."""
-    score = _prev_score(attentions)
+    score = _diagonal_score(attentions)
     T = attentions[0].shape[-1]
-    first = _prev_score(tuple(a[:1] for a in attentions))
+    first = _diagonal_score(tuple(a[:1] for a in attentions))
     if got_set != _pairs(score, lambda s: s >= threshold) and got_set == _pairs(
         score, lambda s: s > threshold
     ):
@@ -270,7 +271,7 @@ def _name_prev_mistake(got_set, attentions, threshold: float) -> None:
 
 def _expect_prev(fn, attentions, threshold: float) -> None:
     got = call(fn, attentions, threshold, name="previous_token_heads")
-    score = _prev_score(attentions)
+    score = _diagonal_score(attentions)
     want = [tuple(map(int, ij)) for ij in (score >= threshold).nonzero().tolist()]
     try:
         got_set = {(int(a), int(b)) for a, b in got}
@@ -280,26 +281,17 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
         )
     if got_set == set(want):
         return
-    nxt = [
-        torch.diagonal(a.double(), offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2))
-        for a in attentions
-    ]
-    if got_set == _pairs(torch.stack(nxt), lambda s: s >= threshold):
+
+    def reached(score) -> set[tuple[int, int]]:
+        return _pairs(score, lambda s: s >= threshold)
+
+    if got_set == reached(_diagonal_score(attentions, 1)):
         fail(NEXT_TOKEN)
-    nxt_first = [  # both mistakes at once: the next token, in the first example
-        torch.diagonal(a[:1].double(), offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2))
-        for a in attentions
-    ]
-    if got_set == _pairs(torch.stack(nxt_first), lambda s: s >= threshold):
+    # both mistakes at once: the next token, in the first example only
+    if got_set == reached(_diagonal_score(tuple(a[:1] for a in attentions), 1)):
         fail(both(NEXT_TOKEN, FIRST_EXAMPLE))
     _name_prev_mistake(got_set, attentions, threshold)
-    same = [
-        torch.diagonal(a.double(), dim1=-2, dim2=-1).mean(dim=(0, 2))
-        for a in attentions
-    ]
-    if got_set == {
-        tuple(ij) for ij in (torch.stack(same) >= threshold).nonzero().tolist()
-    }:
+    if got_set == reached(_diagonal_score(attentions, 0)):
         fail(
             "previous_token_heads looked at the diagonal (each token "
             "itself); the previous token is one below it (offset -1).",

@@ -110,13 +110,7 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
         )
     expect_finite(got, f"softmax(x, dim={dim})")
     _expect_normalised_along(got, x, dim)
-    diagnose = {}
-    if x.dim() > 1 and dim % x.dim() != 0:
-        diagnose[WRONG_DIM] = _softmax(x.double(), 0)
-    if x.dim() > 1 and dim % x.dim() == x.dim() - 1:
-        diagnose[ROWS_DIM] = _softmax(x.double(), -2)
-    if x.dim() > 1 and dim % x.dim() != x.dim() - 1:
-        diagnose[LAST_DIM] = _softmax(x.double(), -1)
+    diagnose = {mistake: _softmax(x.double(), k) for k, mistake in _other_dims(x, dim)}
     if x.dim() > 1:
         e = torch.exp(x.double() - x.double().amax(dim, keepdim=True))
         diagnose[GLOBAL_SUM] = (
@@ -145,13 +139,23 @@ def _expect_normalised_along(got: torch.Tensor, x: torch.Tensor, dim: int) -> No
 
     if sums_to_one(dim):
         return
-    last, asked = x.dim() - 1, dim % x.dim()
-    others = [(last, LAST_DIM), (0, WRONG_DIM)]  # as the value diagnoses name them
-    if asked == last:
-        others.append((last - 1, ROWS_DIM))
-    for k, mistake in others:
-        if k != asked and x.shape[k] > 1 and sums_to_one(k):
+    for k, mistake in _other_dims(x, dim):
+        if x.shape[k] > 1 and sums_to_one(k):
             fail_mistaken(f"softmax(x, dim={dim})", mistake)
+
+
+def _other_dims(x: torch.Tensor, dim: int) -> list[tuple[int, str]]:
+    """``(dim, mistake)`` for each dim a softmax over ``dim`` is taken along by
+    mistake: the first, the one before the last where ``dim`` is the last, and
+    the last. None for a tensor of one dim."""
+    if x.dim() < 2:
+        return []
+    last, asked = x.dim() - 1, dim % x.dim()
+    named = [(0, WRONG_DIM)]
+    if asked == last:
+        named.append((last - 1, ROWS_DIM))
+    named.append((last, LAST_DIM))
+    return [(k, mistake) for k, mistake in named if k != asked]
 
 
 def _softmax_atol(x: torch.Tensor) -> float:
