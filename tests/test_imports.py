@@ -359,17 +359,14 @@ def test_the_mirror_is_read():
 
 
 def test_every_module_with_logic_has_a_test_file():
-    """Its own (``test_<folders>_<name>.py``); for a notebook's checks,
-    test_checks_seeds, which runs them notebook by notebook; else the one
+    """Its own (``test_<folders>_<name>.py``; a notebook's checks too, beside
+    test_checks_seeds, which runs them on the fixtures); else the one
     :data:`TESTED_BY` names, and says why there."""
     tests = {p.stem for p in (ROOT.parent / "tests").glob("test_*.py")}
-    notebooks = {m.removeprefix("course.") for m in _notebook_modules()}
     untested = [
         m
         for m in _modules_with_logic()
-        if "test_" + m.replace(".", "_") not in tests
-        and m not in notebooks
-        and m not in TESTED_BY
+        if "test_" + m.replace(".", "_") not in tests and m not in TESTED_BY
     ]
     assert untested == []
     assert [m for m, (test, _) in TESTED_BY.items() if test not in tests] == []

@@ -1,0 +1,247 @@
+"""course.checks.modern: notebook 12's checks (rotary positions, sliding windows,
+shared K/V heads, a ModernBERT layer's attention, the cache's bytes), called
+directly with answers written here; the oracles are the formulas written out and
+the models' own outputs."""
+
+import math
+
+import pytest
+import torch
+
+from course import models
+from course.checks import CheckFailed
+from course.checks import modern as check
+
+
+def _rotary(x, positions, base, *, sign=1.0, halves=True):
+    d = x.shape[-1]
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = positions.double()[:, None] * inv  # (T, d / 2)
+    if not halves:  # pairs (2i, 2i + 1), as complex numbers
+        pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2))
+        turned = pairs * torch.polar(torch.ones_like(angle), sign * angle)
+        return torch.view_as_real(turned).flatten(-2).to(x.dtype)
+    cos = torch.cat([angle.cos()] * 2, -1)
+    sin = torch.cat([angle.sin()] * 2, -1)
+    x1, x2 = x.double()[..., : d // 2], x.double()[..., d // 2 :]
+    return (x.double() * cos + sign * torch.cat([-x2, x1], -1) * sin).to(x.dtype)
+
+
+def _window(T, window, *, reach=None, one_sided=False):
+    i = torch.arange(T)
+    offset = i[:, None] - i[None, :]
+    reach = window // 2 if reach is None else reach
+    if one_sided:
+        return (offset >= 0) & (offset <= reach)
+    return offset.abs() <= reach
+
+
+def _attend(Q, K, V, mask=None, *, scale=True, add_mask=False):
+    s = Q @ K.transpose(-2, -1) / (math.sqrt(Q.shape[-1]) if scale else 1.0)
+    if mask is not None:
+        s = s + mask if add_mask else s.masked_fill(~mask, float("-inf"))
+    return torch.softmax(s, -1) @ V
+
+
+def _gqa(Q, K, V, mask, *, tiled=False, **kwargs):
+    g = Q.shape[1] // K.shape[1]
+    if tiled:
+        K, V = K.repeat(1, g, 1, 1), V.repeat(1, g, 1, 1)
+    else:
+        K, V = K.repeat_interleave(g, dim=1), V.repeat_interleave(g, dim=1)
+    return _attend(Q, K, V, mask, **kwargs)
+
+
+def _modern(attn, hidden, *, windowed=None, rotate_v=False, rotate_k=True):
+    config, (B, T, D) = attn.config, hidden.shape
+    kind = config.layer_types[attn.layer_idx]
+    theta = config.rope_parameters[kind]["rope_theta"]
+    H, d = config.num_attention_heads, attn.head_dim
+    q, k, v = attn.Wqkv(hidden).view(B, T, 3, H, d).permute(2, 0, 3, 1, 4)
+    positions = torch.arange(T)
+    q = _rotary(q, positions, theta)
+    k = _rotary(k, positions, theta) if rotate_k else k
+    v = _rotary(v, positions, theta) if rotate_v else v
+    windowed = kind == "sliding_attention" if windowed is None else windowed
+    mask = _window(T, config.local_attention) if windowed else None
+    context = _attend(q, k, v, mask)
+    return attn.Wo(context.transpose(1, 2).reshape(B, T, D))
+
+
+def _cache_bytes(layers, kv_heads, d, T, batch, size):
+    return 2 * layers * kv_heads * d * T * batch * size
+
+
+def test_rotated_is_the_rotate_half_formula_and_its_inverse():
+    """transformers' rotation equals x cos + rotate_half(x) sin written out, for
+    any positions and base; its sign -1 turns it back."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 8, generator=gen, dtype=torch.float64)
+    positions = torch.tensor([3, 0, 7, 1, 12])
+    for base in (100.0, 10000.0, 160000.0):
+        turned = check._rotated(x, positions, base)
+        # the library's cos and sin are float32: equal to 1e-6
+        close = {"atol": 1e-6, "rtol": 1e-6}
+        torch.testing.assert_close(turned, _rotary(x, positions, base), **close)
+        back = check._rotated(turned, positions, base, -1)
+        torch.testing.assert_close(back, x, **close)
+        assert not torch.allclose(turned, x)
+
+
+def test_interleaved_and_other_frequencies_are_the_mistakes_written_out():
+    """The interleaved layout turns pairs (2i, 2i + 1) as complex numbers; the
+    frequencies with i/d differ from the right ones."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 6, 8, generator=gen, dtype=torch.float64)
+    positions = torch.arange(2, 8)
+    torch.testing.assert_close(
+        check._interleaved(x, positions, 500.0),
+        _rotary(x, positions, 500.0, halves=False),
+    )
+    for wrong in check._other_frequencies(x, positions, 500.0):
+        assert not torch.allclose(wrong, _rotary(x, positions, 500.0))
+
+
+def test_rotary_passes_and_names_each_mistake():
+    """The rotate-half rotation passes; the interleaved layout, the wrong way
+    round, base 10000 always and positions 0, 1, 2, ... are each named."""
+    check.rotary_shape(_rotary)
+    check.rotary_modernbert(_rotary)
+    check.rotary_random(_rotary, seed=1)
+    wrongs = {
+        "interleaved": lambda x, p, b: _rotary(x, p, b, halves=False),
+        "backwards": lambda x, p, b: _rotary(x, p, b, sign=-1.0),
+        "fixed-base": lambda x, p, b: _rotary(x, p, 10000.0),
+        "positions": lambda x, p, b: _rotary(x, torch.arange(x.shape[-2]), b),
+    }
+    for key, wrong in wrongs.items():
+        with pytest.raises(CheckFailed) as err:
+            check.rotary_random(wrong, seed=1)
+        assert key in err.value.mistakes
+
+
+def test_rotary_by_transformers_is_the_shortcut():
+    """transformers' rotate_half is turned off while the answer runs."""
+    from transformers.models.modernbert import modeling_modernbert as mb
+
+    def library(x, positions, base):
+        d = x.shape[-1]
+        angle = positions[:, None] * base ** (-torch.arange(0, d, 2) / d)
+        cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([angle.sin()] * 2, -1)
+        return x * cos + mb.rotate_half(x) * sin
+
+    with pytest.raises(CheckFailed, match="Rotate by hand"):
+        check.rotary_modernbert(library)
+
+
+def test_modernbert_window_is_half_the_window_each_side():
+    """Where ModernBERT's sliding-window layer lets a query look: keys at most
+    window // 2 away, on both sides; each mistake's mask is another."""
+    for T, window in ((9, 4), (7, 3), (5, 30)):
+        assert torch.equal(check._modernbert_window(T, window), _window(T, window))
+    right = _window(12, 4)
+    for wrongs in check._window_mistakes(12, 4).values():
+        assert all(not torch.equal(w, right) for w in wrongs)
+
+
+def test_sliding_window_mask_passes_and_names_each_mistake():
+    """|i - j| <= window // 2 passes; off by one, a whole window each side, a
+    causal window and the inverse are each named."""
+    check.sliding_window_mask_shape(_window)
+    check.sliding_window_mask_modernbert(_window)
+    check.sliding_window_mask_random(_window, seed=2)
+    wrongs = {
+        "window-off-by-one": lambda T, w: _window(T, w, reach=w // 2 - 1),
+        "whole-window": lambda T, w: _window(T, w, reach=w),
+        "one-sided": lambda T, w: _window(T, w, one_sided=True),
+        "window-inverted": lambda T, w: ~_window(T, w),
+    }
+    for key, wrong in wrongs.items():
+        with pytest.raises(CheckFailed) as err:
+            check.sliding_window_mask_modernbert(wrong)
+        assert err.value.mistakes == (key,)
+
+
+def test_grouped_query_attention_passes_and_names_each_mistake():
+    """K/V heads repeated in place pass (random shapes and a Llama layer); tiled
+    heads, no scale, an ignored mask and a bool mask added are each named."""
+    check.grouped_query_attention_shape(_gqa)
+    check.grouped_query_attention_llama(_gqa)
+    check.grouped_query_attention_random(_gqa, seed=3)
+    gen = torch.Generator().manual_seed(3)
+    Q = torch.randn(2, 6, 5, 8, generator=gen)
+    K, V = (torch.randn(2, 2, 5, 8, generator=gen) for _ in range(2))
+    mask = torch.rand(5, 5, generator=gen) < 0.5
+    mask[:, 0] = True
+    check._expect_gqa(_gqa, Q, K, V, mask)
+    wrongs = {
+        "tiled": lambda *a: _gqa(*a, tiled=True),
+        "no-scale": lambda *a: _gqa(*a, scale=False),
+        "mask-ignored": lambda Q, K, V, m: _gqa(Q, K, V, None),
+        "bool-mask-added": lambda *a: _gqa(*a, add_mask=True),
+    }
+    for key, wrong in wrongs.items():
+        with pytest.raises(CheckFailed) as err:
+            check._expect_gqa(wrong, Q, K, V, mask)
+        assert err.value.mistakes == (key,)
+
+
+def test_layer_variant_unchanged_is_the_module_own_output():
+    """The layer a mistake's numbers are made from gives, unchanged, what each
+    attention module of a random ModernBERT returned in the model."""
+    model = models.modern_bert(seed=5, num_heads=2, head_size=8, local_attention=4)
+    ids = torch.randint(1, 100, (1, 9), generator=torch.Generator().manual_seed(0))
+    seen = check.attention_io(model, ids)
+    assert len(seen) == model.config.num_hidden_layers
+    for attn, hidden, out in seen:
+        torch.testing.assert_close(check._layer_variant(attn, hidden), out)
+        with torch.no_grad():
+            torch.testing.assert_close(_modern(attn, hidden), out)
+
+
+def test_modernbert_attention_passes_and_names_each_mistake():
+    """The layer by hand passes, global and local; no window on a local layer,
+    rotated values and unrotated keys are each named; calling the module is the
+    shortcut."""
+    check.modernbert_attention_global(_modern)
+    check.modernbert_attention_local(_modern)
+    check.modernbert_attention_random(_modern, seed=4)
+    wrongs = {
+        "no-window": lambda attn, h: _modern(attn, h, windowed=False),
+        "rope-on-v": lambda attn, h: _modern(attn, h, rotate_v=True),
+        "k-not-rotated": lambda attn, h: _modern(attn, h, rotate_k=False),
+    }
+    for key, wrong in wrongs.items():
+        with pytest.raises(CheckFailed) as err:
+            check.modernbert_attention_local(wrong)
+        assert key in err.value.mistakes
+    with pytest.raises(CheckFailed, match="calling the attention module"):
+        check.modernbert_attention_global(lambda attn, h: attn(h)[0])
+
+
+def test_measured_cache_is_two_tensors_per_layer():
+    """A Llama's cache holds K and V of (batch, H_kv, T, d) per layer: what the
+    formula counts, in float32 and bfloat16."""
+    for args, size in (
+        ((2, 2, 8, 9, 3, "float32"), 4),
+        ((1, 3, 4, 5, 2, "bfloat16"), 2),
+    ):
+        assert check._measured_cache(*args) == _cache_bytes(*args[:5], size)
+
+
+def test_kv_cache_bytes_passes_and_names_each_mistake():
+    """The formula passes; K only, values not bytes, and one sequence for the
+    batch are each named; a float is no int."""
+    check.kv_cache_bytes_llama(_cache_bytes)
+    check.kv_cache_bytes_random(_cache_bytes, seed=5)
+    wrongs = {
+        "only-k": lambda *a: _cache_bytes(*a) // 2,
+        "values": lambda *a: _cache_bytes(*a[:5], 1),
+        "batch": lambda L, H, d, T, B, size: _cache_bytes(L, H, d, T, 1, size),
+    }
+    for key, wrong in wrongs.items():
+        with pytest.raises(CheckFailed) as err:
+            check.kv_cache_bytes_llama(wrong)
+        assert err.value.mistakes == (key,)
+    with pytest.raises(CheckFailed, match="should be an int"):
+        check.kv_cache_bytes_llama(lambda *a: float(_cache_bytes(*a)))
