@@ -39,6 +39,23 @@ def test_expect_close_names_a_misconception_from_any_of_its_values():
         checks.expect_close(expected + 1, expected, "x", diagnose={"blocks": ways})
 
 
+def test_expect_close_builds_a_callable_diagnosis_only_for_a_wrong_value():
+    """A right value never calls it (a correct answer pays nothing for the
+    mistakes a check knows); a wrong one is named from what it returns."""
+    want = torch.ones(3)
+    calls = []
+
+    def diagnose():
+        calls.append(1)
+        return {"twice as large": want * 2}
+
+    checks.expect_close(want.clone(), want, "x", diagnose=diagnose)
+    assert calls == []
+    with pytest.raises(CheckFailed, match="twice as large"):
+        checks.expect_close(want * 2, want, "x", diagnose=diagnose)
+    assert calls == [1]
+
+
 def test_expect_close_reports_nan_and_size_of_error():
     expected = torch.zeros(3)
     with pytest.raises(CheckFailed, match="NaN"):

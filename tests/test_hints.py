@@ -224,6 +224,17 @@ def same_length(Q, K, V):
 def split_fixed(x, num_heads):
     return x.view(2, 4, num_heads, -1).transpose(1, 2)  # B and T typed in
 
+def unpack3(x, W):
+    B, T, D = x.shape
+    return x @ W.T
+
+def int_eos(logits):
+    return int(logits.argmax(-1)) == 0
+
+def view_tq(x, memory):
+    B, T, D = x.shape
+    return memory.view(B, T, 2, D // 2)
+
 def mask_grew(scores, mask):
     B, H, T, _ = scores.shape
     return (scores + mask).reshape(B, H, T, T)
@@ -254,6 +265,10 @@ HALF = torch.randn(2, 4).half()
         ("11_debugging", "chunked_attention", CELL["same_length"], [(2, 3, 4), (2, 5, 4), (2, 5, 4)], "own-assert"),
         ("04_split_heads", "split_heads", CELL["split_fixed"], [(3, 5, 8), 2], "reshape-size"),
         ("09_build_a_transformer", "MultiHeadSelfAttention", CELL["mask_grew"], [(3, 1, 4, 4), "mask3"], "mask-grew"),
+        ("03_head_slicing", "project_head", CELL["unpack3"], [(5, 4), (2, 4)], "unpack-shape"),
+        ("13_decoding", "greedy_generate", CELL["int_eos"], [(3, 7)], "item-on-batch"),
+        ("13_decoding", "cross_attention", CELL["view_tq"], [(2, 1, 8), (2, 5, 8)], "length-of-another"),
+        ("13_decoding", "cross_attention", CELL["view_tq"], [(2, 4, 8), (2, 3, 8)], "length-of-another"),
     ],
 )  # fmt: skip
 def test_an_error_the_answer_raised_names_its_mistake(

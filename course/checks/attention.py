@@ -27,6 +27,7 @@ from . import (
 from .calls import CaseVerdicts
 from .compare import is_close
 from .lessons import FUSED_ATTENTION, Lesson
+from .mistaken import Step, mistaken
 from .oracles import (
     BY_D,
     BY_HAND,
@@ -109,49 +110,194 @@ MIXED = N_(
 )
 
 
-def wrong_probs(case: Case, head: int | None = None) -> dict:
-    """What each mask or scaling misconception would give."""
-    q, k, _ = case.qkv(head)
-    s = q @ k.mT / math.sqrt(case.d)
-    pad = (1.0 - case.mask.to(s.dtype))[:, None, :]  # (B, 1, T)
+NO_Q_BIAS = N_(
+    "the queries have no bias: Q = hidden @ W_q.T + b_q (self_attn.query(hidden) "
+    "adds it).",
+    mistake="query-bias-missing",
+)
+NO_K_BIAS = N_(
+    "the keys have no bias: K = hidden @ W_k.T + b_k (self_attn.key(hidden) adds it).",
+    mistake="key-bias-missing",
+)
+NO_V_BIAS = N_(
+    "the values have no bias: V = hidden @ W_v.T + b_v (self_attn.value(hidden) "
+    "adds it).",
+    mistake="value-bias-missing",
+)
+NO_BIASES = N_(
+    "Q, K and V have no biases: each projection is hidden @ W.T + b (calling the "
+    "linear, e.g. self_attn.query(hidden), adds it).",
+    mistake="biases-missing",
+)
+HEAD_START_BY_COUNT = N_(
+    "the head's rows start at head * num_attention_heads: head h owns rows h * d "
+    "to (h + 1) * d of each projection, d the head size (attention_head_size).",
+    mistake="head-start-by-count",
+)
+OVER_QUERIES = N_(
+    "the softmax runs over the queries (dim -2): each query's row of weights must "
+    "sum to 1 over the keys, the last dim.",
+    mistake="softmax-over-queries",
+)
+OVER_HEADS = N_(
+    "the softmax runs over the heads (dim 1 of (B, H, T, T)): each query's weights "
+    "must sum to 1 over the keys, the last dim.",
+    mistake="softmax-over-heads",
+)
+
+
+def _start(case: Case, head: int | None) -> dict:
+    """Q, K, V of ``head`` (B, T, d), or of every head (B, H, T, d), their biases,
+    and the padding (1 at padded keys) laid along the keys."""
+    q, k, v = case.qkv(head)
+    biases = {  # (H, 1, d): broadcast over the batch and the tokens
+        name: lin.bias.detach().view(case.H, 1, case.d)
+        for name, lin in (
+            ("bq", case.self_attn.query),
+            ("bk", case.self_attn.key),
+            ("bv", case.self_attn.value),
+        )
+    }
+    if head is not None:
+        biases = {name: b[head] for name, b in biases.items()}  # (1, d)
+    pad = (1.0 - case.mask.to(q.dtype))[:, None, :]  # (B, 1, T)
     if head is None:
         pad = pad[:, None]  # (B, 1, 1, T)
-    out = {
-        NO_SCALE: _softmax(s * math.sqrt(case.d) + pad * -1e4, -1),
-        BY_D: _softmax(s / math.sqrt(case.d) + pad * -1e4, -1),
-        MULTIPLIED: _softmax(s * (1 - pad), -1),
-        SELF_SCORES: tuple(
-            _softmax(x @ x.mT / math.sqrt(case.d) + pad * -1e4, -1) for x in (q, k)
-        ),
-    }
-    D = case.hidden.shape[-1]
-    if D != case.d:  # with one head sqrt(D) is the right scale
-        out[BY_WIDTH] = _softmax(s * math.sqrt(case.d / D) + pad * -1e4, -1)
-    if bool(pad.any()):
-        out.update({NO_MASK: _softmax(s, -1), SIGN: _softmax(s + pad * 1e4, -1)})
-        out[AFTER_SOFTMAX] = _softmax(s, -1) * (1 - pad)
-        tokens = (1 - pad).bool().expand_as(s)
-        out[INVERTED] = (  # added where the tokens are, or filled there
-            _softmax(s + (1 - pad) * -1e4, -1),
-            _softmax(s.masked_fill(tokens, torch.finfo(s.dtype).min), -1),
-            _softmax(s.masked_fill(tokens, -math.inf), -1),  # NaN rows: no padding
-        )
+    return {"q": q, "k": k, "v": v, **biases, "pad": pad, "post": False}
+
+
+def _with(state: dict, **values) -> dict:
+    return {**state, **values}
+
+
+def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
+    """One head's attention (or every head's), step by step, with the ways each
+    step goes wrong; with ``context``, on to the context (merged, for every head)."""
+    d, D = case.d, case.hidden.shape[-1]
     B, T = case.mask.shape
-    if B == T:  # only then does a (B, T) mask broadcast, wrongly, without an error
-        out[AS_IS] = _softmax(s + (1.0 - case.mask.to(s.dtype)) * -1e4, -1)
-    return out
+    padded = bool((case.mask == 0).any())
+
+    def masked(fill):  # a mistake only where a key is padded
+        return (lambda st: _with(st, s=fill(st))) if padded else (lambda st: None)
+
+    def scale(by):
+        return lambda st: _with(st, scaled=st["q"] @ st["k"].mT / by)
+
+    def softmax(dim):
+        def way(st):
+            p = _softmax(st["s"], dim)
+            return _with(st, p=p * (1 - st["pad"]) if st["post"] else p)
+
+        return way
+
+    def start_by_count(st):  # head h's rows from h * H, not h * d
+        if head is None or head * case.H in (0, head * d) or head * case.H + d > D:
+            return None
+        lo = head * case.H
+        with torch.no_grad():
+            q, k, v = (
+                lin(case.hidden)[..., lo : lo + d]  # (B, T, d)
+                for lin in (
+                    case.self_attn.query,
+                    case.self_attn.key,
+                    case.self_attn.value,
+                )
+            )
+        return _with(st, q=q, k=k, v=v)
+
+    project = Step(
+        right=lambda st: st,
+        wrong={
+            HEAD_START_BY_COUNT: start_by_count,
+            NO_Q_BIAS: lambda st: _with(st, q=st["q"] - st["bq"]),
+            NO_K_BIAS: lambda st: _with(st, k=st["k"] - st["bk"]),
+            NO_BIASES: lambda st: _with(
+                st, q=st["q"] - st["bq"], k=st["k"] - st["bk"], v=st["v"] - st["bv"]
+            ),
+            SELF_SCORES: (
+                lambda st: _with(st, k=st["q"]),
+                lambda st: _with(st, q=st["k"]),
+            ),
+        }
+        | ({NO_V_BIAS: lambda st: _with(st, v=st["v"] - st["bv"])} if context else {}),
+    )
+    scales = {NO_SCALE: scale(1.0), BY_D: scale(d)}
+    if D != d:  # with one head sqrt(D) is the right scale
+        scales[BY_WIDTH] = scale(math.sqrt(D))
+    tokens = lambda st: (1 - st["pad"]).bool().expand_as(st["scaled"])  # noqa: E731
+    mask2d = lambda st: case.mask.to(st["scaled"].dtype)  # noqa: E731  (B, T)
+    mask = Step(
+        right=lambda st: _with(st, s=st["scaled"] + st["pad"] * -1e4),
+        wrong={
+            SIGN: masked(lambda st: st["scaled"] + st["pad"] * 1e4),
+            MULTIPLIED: masked(lambda st: st["scaled"] * (1 - st["pad"])),
+            AFTER_SOFTMAX: (lambda st: _with(st, s=st["scaled"], post=True))
+            if padded
+            else (lambda st: None),
+            INVERTED: (  # added where the tokens are, or filled there
+                masked(lambda st: st["scaled"] + (1 - st["pad"]) * -1e4),
+                masked(
+                    lambda st: st["scaled"].masked_fill(
+                        tokens(st), torch.finfo(st["scaled"].dtype).min
+                    )
+                ),
+                masked(  # NaN rows where nothing is padded
+                    lambda st: st["scaled"].masked_fill(tokens(st), -math.inf)
+                ),
+            ),
+        }
+        | ({} if context else {NO_MASK: masked(lambda st: st["scaled"])})
+        | (  # only then does a (B, T) mask broadcast, wrongly, without an error
+            {AS_IS: lambda st: _with(st, s=st["scaled"] + (1.0 - mask2d(st)) * -1e4)}
+            if B == T
+            else {}
+        ),
+    )
+    over = {OVER_QUERIES: softmax(-2)}
+    if head is None and case.H > 1:
+        over[OVER_HEADS] = softmax(1)
+    steps = [
+        project,
+        Step(right=scale(math.sqrt(d)), wrong=scales),
+        mask,
+        Step(right=softmax(-1), wrong=over),
+    ]
+    if not context:
+        return steps
+    unmasked = lambda st: _with(st, c=_softmax(st["scaled"], -1) @ st["v"])  # noqa: E731
+    steps.append(
+        Step(
+            right=lambda st: _with(st, c=st["p"] @ st["v"]),
+            wrong={
+                ON_K: lambda st: _with(st, c=st["p"] @ st["k"]),
+                PROBS_T: lambda st: _with(st, c=st["p"].mT @ st["v"]),
+            }
+            | ({UNMASKED: unmasked} if padded else {}),
+        )
+    )
+    if head is None:  # (B, H, T, d) -> (B, T, D)
+        steps.append(
+            Step(
+                right=lambda st: _with(st, c=st["c"].transpose(1, 2).reshape(B, T, D)),
+                wrong={MIXED: lambda st: _with(st, c=st["c"].reshape(B, T, D))},
+            )
+        )
+    return steps
 
 
-def wrong_contexts(case: Case, head: int | None = None) -> dict:
-    """What each context misconception would give, per head: (B, H, T, d), or
-    (B, T, d) for one ``head``."""
-    _, k, v = case.qkv(head)
-    probs = case.probs if head is None else case.probs[:, head]
-    out = {ON_K: probs @ k, PROBS_T: probs.mT @ v}
-    wrong = wrong_probs(case, head)
-    if NO_MASK in wrong:
-        out[UNMASKED] = wrong[NO_MASK] @ v
-    return out
+def wrong_probs(case: Case, head: int | None = None) -> list[dict]:
+    """What the probs of one head (or of every head) would be with one, then two,
+    of the known mistakes: tiers for ``expect_close``'s ``diagnose``."""
+    steps = _steps(case, head, context=False)
+    return mistaken(_start(case, head), steps, result=lambda st: st["p"])
+
+
+def wrong_contexts(case: Case, head: int | None = None) -> list[dict]:
+    """What the context would be with one, then two, of the known mistakes (a
+    probs mistake carried into it included): (B, T, d) for one ``head``, else
+    merged, (B, T, D)."""
+    steps = _steps(case, head, context=True)
+    return mistaken(_start(case, head), steps, result=lambda st: st["c"])
 
 
 def _pair(got, name: str):
@@ -177,7 +323,7 @@ def _expect_head(fn, case: Case, *, head: int, masked: bool, part: str) -> None:
             probs,
             case.probs[:, head],
             say("probs of head {head}", head=head),
-            diagnose=wrong_probs(case, head),
+            diagnose=lambda: wrong_probs(case, head),
             what=say("the model's attentions"),
         )
     if part in ("context", "all"):
@@ -186,7 +332,7 @@ def _expect_head(fn, case: Case, *, head: int, masked: bool, part: str) -> None:
             context,
             want,
             say("context of head {head}", head=head),
-            diagnose=wrong_contexts(case, head),
+            diagnose=lambda: wrong_contexts(case, head),
             what=say("the attention module's output"),
         )
 
@@ -224,9 +370,12 @@ def head_attention_random(fn, seed: int) -> None:
     """Other models, layers, heads, batches, lengths and padding."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
-    for case in random_cases(seed, sharpen=True):  # a wrong scale shows
+    for i, case in enumerate(random_cases(seed, sharpen=True)):  # a wrong scale shows
+        # the first (with several heads) takes head 1: head 0's rows start at 0
+        # however a head's start is counted
+        head = 1 if i == 0 and case.H > 1 else rng.randrange(case.H)
         with verdicts:
-            _expect_head(fn, case, head=rng.randrange(case.H), masked=True, part="all")
+            _expect_head(fn, case, head=head, masked=True, part="all")
     verdicts.fail_if_any()
 
 
@@ -260,6 +409,14 @@ def _expect_ext(fn, mask, dtype) -> None:
             asked=dtype,
         )
     flat, keep = got[:, 0, 0], mask.bool()
+    if bool(flat[keep].isnan().any()):
+        fail(
+            "extended_mask is NaN at real tokens: 0 times an infinite number. A "
+            "dtype's min (torch.finfo(torch.float64).min) is -inf once stored in "
+            "float32: build the mask in the dtype asked for, or pick the values "
+            "with torch.where instead of multiplying.",
+            mistake="nan-at-tokens",
+        )
     if bool((flat[~keep] > 0).any()):
         fail(
             "extended_mask is positive at padding: {why}", mistake="positive", why=SIGN
@@ -326,7 +483,7 @@ def _expect_mha(fn, case: Case, masked: bool, part: str) -> None:
                 probs,
                 case.probs,
                 "probs",
-                diagnose=wrong_probs(case),
+                diagnose=lambda: wrong_probs(case),
                 what=say("the model's attentions"),
             )
     if part in ("context", "all"):
@@ -349,22 +506,16 @@ def _expect_context(context, probs, case: Case, *, probs_judged: bool) -> None:
         and is_close(context, (own @ v).transpose(1, 2).reshape(B, T, D))
     ):
         return  # right for the student's own probs: their verdict says what is wrong
-    # a merge mistake made on the model's probs, or on the student's own ones
-    probs_both = (case.probs, own)  # (B, H, T, T) each
-    wrong = wrong_probs(case)
-    diagnose = {
-        MIXED: tuple((p @ v).reshape(B, T, D) for p in probs_both),
-        ON_K: tuple((p @ k).transpose(1, 2).reshape(B, T, D) for p in probs_both),
-    }
-    for mistake, per_head in wrong_contexts(case).items():
-        if mistake != ON_K:  # named above, from either probs
-            diagnose[mistake] = per_head.transpose(1, 2).reshape(B, T, D)
-    for mistake, wrong_p in wrong.items():  # a probs mistake carried into context
-        if mistake not in diagnose and mistake != NO_MASK:  # NO_MASK's: UNMASKED
-            each = wrong_p if isinstance(wrong_p, tuple) else (wrong_p,)
-            diagnose[mistake] = tuple(
-                (p @ v).transpose(1, 2).reshape(B, T, D) for p in each
-            )
+
+    def diagnose() -> list[dict]:
+        """A merge mistake made on the model's probs, or on the student's own."""
+        tiers = wrong_contexts(case)
+        tiers[0] = tiers[0] | {
+            MIXED: tiers[0][MIXED] + ((own @ v).reshape(B, T, D),),
+            ON_K: tiers[0][ON_K] + ((own @ k).transpose(1, 2).reshape(B, T, D),),
+        }
+        return tiers
+
     expect_close(
         context,
         case.context,
@@ -408,13 +559,15 @@ def first_head_attention_values(attention) -> None:
         got,
         case.probs[0, 0],
         "attention_first_head_first_layer",
-        diagnose=wrong_probs(case, 0)
-        | {
-            say(
-                "it is transposed: row i is query i's weights over the keys.",
-                mistake="weights-transposed",
-            ): case.probs[0, 0].T
-        },
+        diagnose=[
+            {
+                say(
+                    "it is transposed: row i is query i's weights over the keys.",
+                    mistake="weights-transposed",
+                ): case.probs[0, 0].T
+            },
+            *wrong_probs(case, 0),
+        ],
         what=say("the model's attentions[0][0, 0]"),
     )
 

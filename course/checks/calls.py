@@ -123,6 +123,14 @@ def score_line(passed: bool, message: str) -> None:
     print(("✓ " if passed else "✗ ") + say(message))
 
 
+#: A one-value conversion (.item(), int(), float()) of a value per example.
+ITEM_ON_BATCH = N_(
+    " Hint: .item() (like float() and int()) takes a tensor of one element, "
+    "and this one holds a value per example of the batch. Keep it a tensor "
+    "and work on the whole batch at once (torch.where, comparisons, "
+    "indexing).",
+    mistake="item-on-batch",
+)
 #: Torch error fragments and what they usually mean in this course.
 HINTS = {
     "view size is not compatible": N_(
@@ -180,12 +188,13 @@ HINTS = {
         "and (B, H, T, d) alike.",
         mistake="dim-from-front",
     ),
-    "cannot be converted to Scalar": N_(
-        " Hint: .item() (like float() and int()) takes a tensor of one element, "
-        "and this one holds a value per example of the batch. Keep it a tensor "
-        "and work on the whole batch at once (torch.where, comparisons, "
-        "indexing).",
-        mistake="item-on-batch",
+    "cannot be converted to Scalar": ITEM_ON_BATCH,
+    "only one element tensors can be converted to Python scalars": ITEM_ON_BATCH,
+    "values to unpack": N_(
+        " Hint: this line unpacks a shape into a fixed number of names, and the "
+        "input has another number of dims ({shapes}). Take only the dims you "
+        "need, counted from the end: d = x.shape[-1], or *batch, T, D = x.shape.",
+        mistake="unpack-shape",
     ),
     "Boolean value of Tensor with more than one value is ambiguous": N_(
         " Hint: if, and, or and not need one True or False, and this tensor holds "
@@ -243,6 +252,16 @@ MASK_GREW = N_(
 )
 
 
+#: A reshape that asks for one input's length where the tensor has another's.
+OTHER_LENGTH = N_(
+    " Hint: the shape asks for another length than the tensor has: the inputs "
+    "differ in length (queries Tq, keys and values Tk, say), and a size read "
+    "from one of them was used for another. Read each tensor's sizes from its "
+    "own .shape.",
+    mistake="length-of-another",
+)
+
+
 #: The hint where the student's own ``assert`` failed.
 OWN_ASSERT = N_(
     " Hint: this assert is your own, and the test's inputs ({shapes}) are ones "
@@ -269,7 +288,13 @@ def _hint(error: str, inputs: tuple, code: str = "", ename: str = "") -> str:
     key = next((key for key in HINTS if key in error), None)
     if key is None:
         return ""
+    if key == "values to unpack":
+        if ".shape" not in code and ".size()" not in code:
+            return ""
+        return say(HINTS[key], shapes=_shapes(inputs))
     reshaped = key == "is invalid for input of size"
+    if reshaped and _other_length(error, inputs):
+        return say(OTHER_LENGTH)
     if reshaped and _grew(error) and any(map(_is_mask, inputs)):
         return say(MASK_GREW)
     if key == "must match the size of tensor b":
@@ -295,6 +320,25 @@ def _grew(error: str) -> bool:
     sizes = [int(n) for n in found.group(1).split(",") if n.strip()]
     asked, size = math.prod(sizes), int(found.group(2))
     return asked > 0 and size > asked and size % asked == 0  # -1 or 0: not asked
+
+
+def _other_length(error: str, inputs: tuple) -> bool:
+    """Whether a failed reshape asks for one input's length where the tensor has
+    another's: the values it holds and those asked for stand in the ratio of two
+    inputs' lengths (dim -2), as when keys of length Tk are viewed with the
+    queries' Tq."""
+    found = _RESHAPE.search(error)
+    if not found:
+        return False
+    sizes = [int(n) for n in found.group(1).split(",") if n.strip()]
+    asked, size = math.prod(sizes), int(found.group(2))
+    lengths = {v.shape[-2] for v in inputs if getattr(v, "ndim", 0) >= 2}
+    return asked > 0 and any(  # size / asked = the length held / the one asked
+        size * wanted == asked * held
+        for wanted in lengths
+        for held in lengths
+        if wanted != held
+    )
 
 
 def _is_mask(value) -> bool:

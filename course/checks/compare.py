@@ -6,7 +6,7 @@ far off it is.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -103,7 +103,7 @@ def expect_close(
     *,
     atol: float = 1e-4,
     rtol: float = 1e-4,
-    diagnose: dict[str, _Tensor | tuple[_Tensor, ...]] | None = None,
+    diagnose: dict | list[dict] | Callable[[], dict | list[dict]] | None = None,
     what: str = N_("the reference"),
 ) -> None:
     """Fail unless ``actual`` matches ``expected`` within float32 tolerance.
@@ -114,11 +114,14 @@ def expect_close(
         Student's value and the oracle's. ``actual`` may be float32 or float64.
     name : str
         How to name the value in the message.
-    diagnose : dict, optional
+    diagnose : dict or list of dict, optional
         ``{message: wrong_value}``: what a known misconception would have produced
         (or a tuple of values, where ways of making it differ in their numbers).
         If ``actual`` matches one of them, that message is the verdict (all of
-        them, where on this input several give the same numbers).
+        them, where on this input several give the same numbers). A list is tried
+        in order (e.g. :func:`~course.checks.mistaken.mistaken`'s tiers: one
+        mistake, then two), and the first dict with a match gives the verdict. A
+        callable returning either is called only when ``actual`` is wrong.
     what : str
         What ``expected`` comes from, e.g. "the model's attentions".
     """
@@ -131,16 +134,20 @@ def expect_close(
         )
     if is_close(actual, expected, atol, rtol):
         return
-    named = [
-        message
-        for message, wrong in (diagnose or {}).items()
-        if any(
-            w.shape == expected.shape and same_mistake(actual, w, atol, rtol)
-            for w in (wrong if _isinstance(wrong, tuple) else (wrong,))
-        )
-    ]
-    if named:  # on some inputs two mistakes give the same numbers: name both
-        fail_mistaken(name, *named)
+    if callable(diagnose):  # built only for an answer that is wrong
+        diagnose = diagnose()
+    tiers = diagnose if _isinstance(diagnose, list) else [diagnose or {}]
+    for tier in tiers:  # the fewest mistakes that give these numbers
+        named = [
+            message
+            for message, wrong in tier.items()
+            if any(
+                w.shape == expected.shape and same_mistake(actual, w, atol, rtol)
+                for w in (wrong if _isinstance(wrong, tuple) else (wrong,))
+            )
+        ]
+        if named:  # on some inputs two mistakes give the same numbers: name both
+            fail_mistaken(name, *named)
     expect_finite(actual, name)
     fail(
         "{name} does not match {what}: the largest difference is "

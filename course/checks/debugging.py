@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
-from ..i18n import N_, say
+from ..i18n import N_, say, with_keys
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import (
     call,
@@ -54,24 +54,54 @@ MIXED = N_(
 )
 
 
+#: T on the query axis: the mask picks whole rows of queries, not keys.
+ON_QUERIES = N_(
+    "key_mask gives shape {got}, T on the query axis (B, 1, T, 1), so the mask "
+    "picks queries and padded keys still get weight. The keys are the last axis "
+    "of the (B, H, T, T) scores: (B, 1, 1, T) = {want}.",
+    mistake="key-mask-on-queries",
+)
+
+
+def _layout_verdict(got, B: int, T: int, scores_shape) -> str:
+    """What is wrong with the shape of a key mask ``got`` (any dtype), said; ""
+    if it lines up with the keys of scores of ``scores_shape``."""
+    try:
+        torch.broadcast_to(got, scores_shape)
+    except RuntimeError:
+        broadcasts = False
+    else:
+        broadcasts = True
+    if broadcasts and tuple(got.shape[-3:-1]) in {(1, 1), ()}:
+        return ""
+    fields = {"got": tuple(got.shape), "want": (B, 1, 1, T)}
+    if T > 1 and tuple(got.shape) == (B, 1, T, 1):
+        return say(ON_QUERIES, **fields)
+    return say(
+        "key_mask gives shape {got}; it should be (B, 1, 1, T) = {want}, so that "
+        "it broadcasts over heads and queries.",
+        mistake="shape",
+        **fields,
+    )
+
+
 def _expect_key_mask(fn, case) -> None:
     got = call(fn, case.mask.clone(), name="key_mask")
-    got = expect_bool_mask(got, "key_mask(attention_mask)")
     q, k, _ = case.qkv()  # (B, H, T, d)
     scores = q @ k.mT / math.sqrt(case.d)  # (B, H, T, T)
     B, T = case.mask.shape
     try:
-        full = torch.broadcast_to(got, scores.shape)
-    except RuntimeError:
-        full = None
-    if full is None or tuple(got.shape[-3:-1]) not in {(1, 1), ()}:
-        fail(
-            "key_mask gives shape {got}; it should be (B, 1, 1, T) = "
-            "{want}, so that it broadcasts over heads and queries.",
-            mistake="shape",
-            got=tuple(got.shape),
-            want=(B, 1, 1, T),
-        )
+        got = expect_bool_mask(got, "key_mask(attention_mask)")
+    except CheckFailed as err:  # a 0/1 mask: its layout may be wrong too
+        is_tensor = isinstance(got, torch.Tensor)
+        layout = _layout_verdict(got, B, T, scores.shape) if is_tensor else ""
+        if not layout:
+            raise
+        fail(both(with_keys(str(err), err.mistakes), layout))
+    layout = _layout_verdict(got, B, T, scores.shape)
+    if layout:
+        fail(layout)
+    full = torch.broadcast_to(got, scores.shape)
     wrong = {KEYS_INVERTED: masked_oracle(scores, case.mask[:, None, None, :] == 0)}
     expect_close(
         masked_oracle(scores, full),
@@ -145,8 +175,33 @@ def fixed_split_heads_random(fn, seed: int) -> None:
     verdicts.fail_if_any()
 
 
+#: A table of (sin, cos) pairs that raises where d_model is odd.
+ODD_WIDTH = N_(
+    "position_table({T}, {D}) fails for an odd d_model, and position_table({T}, "
+    "{even}) runs: sines and cosines in pairs fill an even number of columns, one "
+    "more than an odd d_model, so make the pairs for (d_model + 1) // 2 "
+    "frequencies and keep the first d_model columns. {verdict}",
+    mistake="odd-width",
+)
+
+
+def _table(fn, T: int, D: int):
+    """``fn(T, D)``; where it raises for an odd ``D`` and runs for ``D + 1``, the
+    verdict says what an odd width needs."""
+    try:
+        return call(fn, T, D, name="position_table")
+    except CheckFailed as err:
+        if D % 2 == 0:
+            raise
+        try:
+            call(fn, T, D + 1, name="position_table")
+        except CheckFailed:
+            raise err from None
+        fail(ODD_WIDTH, T=T, D=D, even=D + 1, verdict=str(err))
+
+
 def _expect_table(fn, T: int, D: int) -> torch.Tensor:
-    got = call(fn, T, D, name="position_table")
+    got = _table(fn, T, D)
     name = f"position_table({T}, {D})"
     got = expect_shape(got, (T, D), name)
     if not got.is_floating_point():
@@ -259,6 +314,17 @@ HALF = N_(
 )
 
 
+#: BERT's additive -10000 as a fill: far enough below scores of about 1, not below
+#: large ones.
+FILL_NOT_LOW = N_(
+    "the blocked scores were filled with -1e4, which is not far enough below the "
+    "scores: in a row whose allowed scores are all below -1e4 the blocked keys take "
+    "the weight. Fill with the dtype's lowest number, torch.finfo(scores.dtype).min "
+    "(or with -inf, and give the rows with no allowed key zeros).",
+    mistake="fill-not-low-enough",
+)
+
+
 def masked_oracle(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1):
     """Softmax over the allowed entries (float64); rows with none give zeros."""
     s = scores.double().masked_fill(~mask, -math.inf)
@@ -295,11 +361,33 @@ def _expect_masked(fn, scores, mask, dim: int = -1) -> None:
     ):
         return  # computed in float32, as the task allows (and the float16 fix does)
     s = scores.double().masked_fill(full, -math.inf)
-    wrong = {INVERTED: torch.nan_to_num(_softmax(s, dim))}
+    wrong = {
+        INVERTED: torch.nan_to_num(_softmax(s, dim)),
+        FILL_NOT_LOW: _fixed_fill(scores, full, dim),
+    }
     if dim % scores.dim() != scores.dim() - 1:
         wrong[LAST_DIM] = masked_oracle(scores, mask, -1)
         wrong[both(LAST_DIM, INVERTED)] = torch.nan_to_num(_softmax(s, -1))
     expect_close(got, want, name, atol=tol, rtol=tol, diagnose=wrong, what="torch")
+
+
+def _fixed_fill(scores, mask, dim: int, fill: float = -1e4) -> tuple:
+    """Softmax of the scores with the blocked ones filled with ``fill`` (in the
+    scores' dtype): the rows with no allowed key zeroed, or left uniform."""
+    p = _softmax(scores.masked_fill(~mask, fill).double(), dim)
+    return p.masked_fill(~mask.any(dim, keepdim=True), 0.0), p
+
+
+def _sink_row(gen, scores, mask, dim: int) -> None:
+    """Make the first row along ``dim`` hold an allowed and a blocked key, and every
+    score of it about -2e4 (float16 holds it): far below the others, so that a
+    fill that is not the dtype's lowest (-1e4) gives that row's weight to the
+    blocked keys."""
+    row = (0,) * (scores.dim() - 1)
+    allowed = mask.movedim(dim, -1)[row]  # views: written in place
+    allowed[0], allowed[-1] = True, False
+    sunk = scores.movedim(dim, -1)[row]
+    sunk.copy_(-2e4 - 5e3 * torch.rand(sunk.shape, generator=gen, dtype=torch.float64))
 
 
 def _scores(gen, shape, scale: float, *, dtype=torch.float32):
@@ -339,7 +427,8 @@ def masked_softmax_half(fn) -> None:
 
 
 def masked_softmax_random(fn, seed: int) -> None:
-    """Other shapes, dims, dtypes and broadcast masks."""
+    """Other shapes, dims, dtypes and broadcast masks; a row of one case far below
+    -1e4, where only the dtype's lowest number (or -inf) is low enough a fill."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -361,7 +450,10 @@ def masked_softmax_random(fn, seed: int) -> None:
                 mask[tuple(index)] = False
                 index[other], index[-3 - other] = -1, 0
                 mask[tuple(index)] = True
-            _expect_masked(fn, _scores(gen, shape, scale, dtype=dtype), mask, dim)
+            scores = _scores(gen, shape, scale, dtype=dtype)
+            if i == 3:  # a row far below -1e4: a fill of -1e4 gives it to the blocked
+                _sink_row(gen, scores, mask, dim)
+            _expect_masked(fn, scores, mask, dim)
     verdicts.fail_if_any()
 
 
@@ -384,6 +476,16 @@ NOT_RESCALED = N_(
     "one. Multiply the running sum and the running context by exp(old max - new "
     "max) before adding a block.",
     mistake="not-rescaled",
+)
+
+
+#: The running sum rescaled when the max grew, the running context not.
+CONTEXT_NOT_RESCALED = N_(
+    "the running context was not rescaled when the running max grew (the running "
+    "sum was): what earlier blocks added to it was taken against a smaller max, so "
+    "it mixes terms of different scales. Multiply the context by the same exp(old "
+    "max - new max) as the sum before adding a block.",
+    mistake="context-not-rescaled",
 )
 
 
@@ -453,22 +555,28 @@ def _per_block(Q, K, V, *, chunk: int, mask=None) -> tuple[torch.Tensor, ...]:
     return tuple(outs.values())
 
 
-def _not_rescaled(Q, K, V, *, chunk: int, mask=None) -> tuple[torch.Tensor, ...]:
-    """The misconception: a running max, but the running sum and context never
-    rescaled when it grows. With a mask, a query whose blocks so far were all
-    masked has a max of -inf: used as it is (NaN), or replaced by 0 (a guard)."""
+def _not_rescaled(
+    Q, K, V, *, chunk: int, mask=None, sum_too: bool = False
+) -> tuple[torch.Tensor, ...]:
+    """The misconception: a running max, but the running context never rescaled
+    when it grows (nor the running sum, unless ``sum_too``: then the sum is right
+    and the context mixes terms taken against different maxima). With a mask, a
+    query whose blocks so far were all masked has a max of -inf: used as it is
+    (NaN), or replaced by 0 (a guard)."""
     outs = []
     for guard in (False, True) if mask is not None else (False,):
         peak = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=torch.float64)
-        mass, ctx = 0.0, 0.0  # (..., Tq, 1) and (..., Tq, d) once a block is added
+        mass, ctx = torch.zeros_like(peak), 0.0  # ctx (..., Tq, d) once added to
         for j in range(0, K.shape[-2], chunk):
             k, v = (x[..., j : j + chunk, :].double() for x in (K, V))
             s = Q.double() @ k.mT / math.sqrt(Q.shape[-1])  # (..., Tq, c)
             if mask is not None:
                 s = s.masked_fill(~mask[..., j : j + chunk], -math.inf)
-            peak = torch.maximum(peak, s.amax(-1, keepdim=True))
+            old, peak = peak, torch.maximum(peak, s.amax(-1, keepdim=True))
             base = peak.masked_fill(peak == -math.inf, 0) if guard else peak
             w = torch.exp(s - base)
+            if sum_too:
+                mass = mass * torch.exp(old - base)
             mass, ctx = mass + w.sum(-1, keepdim=True), ctx + w @ v
         outs.append(ctx / mass)
     return tuple(outs)
@@ -545,6 +653,9 @@ def _wrong(Q, K, V, *, chunk: int, mask=None) -> dict:
     if chunk < K.shape[-2]:
         wrong[PER_BLOCK] = _per_block(Q, K, V, chunk=chunk, mask=mask)
         wrong[NOT_RESCALED] = _not_rescaled(Q, K, V, chunk=chunk, mask=mask)
+        wrong[CONTEXT_NOT_RESCALED] = _not_rescaled(
+            Q, K, V, chunk=chunk, mask=mask, sum_too=True
+        )
         if mask is not None:
             first = torch.broadcast_to(mask, (*Q.shape[:-1], K.shape[-2]))
             empty = ~first[..., :chunk].any(-1, keepdim=True)  # (..., Tq, 1)

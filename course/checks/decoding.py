@@ -61,6 +61,12 @@ MEMORY_MASK_INVERTED = N_(
     "attended, 0 a padded one.",
     mistake="memory-mask-inverted",
 )
+MEMORY_MASK_MULTIPLIED = N_(
+    "memory_mask was multiplied into the scores: a padded key then scores 0, and a "
+    "score of 0 still gets weight. Where memory_mask is 0, fill the score with "
+    "-inf (or the dtype's lowest number) instead.",
+    mistake="memory-mask-multiplied",
+)
 MASK_ON_QUERIES = N_(
     "memory_mask was laid along the queries (B, 1, Tk, 1): it masks keys, the "
     "memory's positions, so it goes along the last dim, (B, 1, 1, Tk).",
@@ -276,28 +282,44 @@ def _cross_mistakes(attn, x, memory, mask: _Tensor | None) -> dict:
         diagnose[MEMORY_MASK_IGNORED] = _module_context(attn, x, memory, None)
         inverted = _cross_inverted(attn, x, memory, mask)
         diagnose[MEMORY_MASK_INVERTED] = inverted
+        diagnose[MEMORY_MASK_MULTIPLIED] = _mask_multiplied(attn, x, memory, mask)
         if Tq == Tk:  # only then does a mask on the queries' axis broadcast
             diagnose[MASK_ON_QUERIES] = _mask_on_queries(attn, x, memory, mask)
     return diagnose
+
+
+def _heads(attn, x, keys_from, values_from) -> tuple[_Tensor, _Tensor, _Tensor]:
+    """The module's projections split into heads, (B, H, T, d) each: the queries
+    from ``x``, the keys and values from the given inputs."""
+    B, H = x.shape[0], attn.num_attention_heads
+
+    def heads(linear, inputs):  # (B, T, D) -> (B, H, T, d)
+        return linear(inputs).view(B, inputs.shape[1], H, -1).transpose(1, 2)
+
+    with torch.no_grad():
+        return (
+            heads(attn.query, x),
+            heads(attn.key, keys_from),
+            heads(attn.value, values_from),
+        )
 
 
 def _by_hand(attn, x, keys_from, values_from, mask: _Tensor | None) -> _Tensor:
     """The module's projections, its queries from ``x`` and its keys and values
     from the given inputs (B, Tk, D); ``mask`` bool (B, Tk) or None. (B, Tq, D)."""
     B, Tq, D = x.shape
-    H = attn.num_attention_heads
-
-    def heads(linear, inputs):  # (B, T, D) -> (B, H, T, d)
-        return linear(inputs).view(B, inputs.shape[1], H, -1).transpose(1, 2)
-
-    with torch.no_grad():
-        q, k, v = (
-            heads(attn.query, x),
-            heads(attn.key, keys_from),
-            heads(attn.value, values_from),
-        )
+    q, k, v = _heads(attn, x, keys_from, values_from)
     keep = None if mask is None else mask[:, None, None, :]  # (B, 1, 1, Tk)
     return eager_attention(q, k, v, keep).transpose(1, 2).reshape(B, Tq, D)
+
+
+def _mask_multiplied(attn, x, memory, mask: _Tensor) -> _Tensor:
+    """The context when memory_mask multiplies the scores: a padded key scores 0,
+    as a key of zeros does, and keeps its weight. (B, Tq, D)."""
+    B, Tq, D = x.shape
+    q, k, v = _heads(attn, x, memory, memory)
+    k = k * mask[:, None, :, None]  # (B, H, Tk, d): the padded keys zeroed
+    return eager_attention(q, k, v).transpose(1, 2).reshape(B, Tq, D)
 
 
 def _mask_on_queries(attn, x, memory, mask: _Tensor) -> _Tensor:
@@ -344,7 +366,7 @@ def _expect_cross(
         got,
         _module_context(attn, x, memory, mask) if want is None else want,
         name,
-        diagnose=_cross_mistakes(attn, x, memory, mask),
+        diagnose=lambda: _cross_mistakes(attn, x, memory, mask),
         what=say("the cross-attention module's own output"),
     )
 
@@ -835,10 +857,18 @@ def _distance(p: _Tensor, q: _Tensor) -> float:
 
 
 def _draw(
-    fn, logits: _Tensor, temperature: float, seed: int, name: str, hint: str = ""
+    fn,
+    logits: _Tensor,
+    temperature: float,
+    seed: int,
+    name: str,
+    hint: str = "",
+    column: bool = False,
 ) -> _Tensor:
     """``fn(logits, temperature, generator)`` with a generator seeded ``seed``;
-    ``hint`` follows the verdict where the call raised."""
+    ``hint`` follows the verdict where the call raised; ``column``: a (B, 1)
+    column is taken as its (B,) tokens (where the shape is another check's
+    question)."""
     try:
         got = call(
             fn,
@@ -851,6 +881,9 @@ def _draw(
         if not hint:
             raise
         raise CheckFailed(with_hint(str(err), hint)) from None
+    rows = logits.shape[0]
+    if column and isinstance(got, _Tensor) and tuple(got.shape) == (rows, 1):
+        got = got[:, 0]
     got = expect_shape(
         got, (logits.shape[0],), name, N_("One token per row of logits: (B,).")
     )
@@ -923,10 +956,12 @@ def _expect_argmax(fn, logits: _Tensor) -> None:
 
 
 def _expect_reproducible(fn, logits: _Tensor, temperature: float) -> None:
-    """Two generators in the same state give the same draws, others others."""
+    """Two generators in the same state give the same draws, others others. A
+    (B, 1) column is read as its tokens here: the draws before name its shape, and
+    this check names a generator ignored as well."""
     name = say("sample_next(logits, {t}, generator)", t=temperature)
     first, again, other = (
-        _draw(fn, logits, temperature, seed, name) for seed in (7, 7, 8)
+        _draw(fn, logits, temperature, seed, name, column=True) for seed in (7, 7, 8)
     )
     if not _equal(first, again) or _equal(first, other):
         fail_mistaken(name, IGNORES_GENERATOR)

@@ -31,6 +31,21 @@ COLUMNS = N_(
     mistake="columns",
 )
 OFFSET = N_("took rows [h:h+d]; head h starts at row h*d.", mistake="start")
+INTERLEAVED = N_(
+    "the out features were split as (d, H) instead of (H, d): head h got every "
+    "H-th row (h, h+H, h+2H, ...), but it owns the block of rows h*d:(h+1)*d.",
+    mistake="interleaved-rows",
+)
+WHOLE_BIAS = N_(
+    "the whole bias, every head's entries: one head's bias is its slice "
+    "b[h*d:(h+1)*d].",
+    mistake="whole-bias",
+)
+HEAD0_BIAS = N_(
+    "the bias added is head 0's slice, b[:d], whatever the head: head h adds "
+    "b[h*d:(h+1)*d].",
+    mistake="head0-bias",
+)
 
 
 def _head_truth(linear, head, d):
@@ -61,6 +76,12 @@ def _course_query(layer: int = 0):
     return model.encoder.layer[layer].attention.self.query, model.config
 
 
+def _interleaved(t: torch.Tensor, head: int, d: int) -> torch.Tensor:
+    """Head ``head``'s rows of ``t`` (out features first) split as (d, H)."""
+    H = t.shape[0] // d
+    return t.reshape(d, H, *t.shape[1:])[:, head]
+
+
 def _get_head(fn, linear, head, d):
     got = call(fn, linear, head, d, name="head_params")
     if not isinstance(got, (tuple, list)) or len(got) != 2:
@@ -79,6 +100,8 @@ def _expect_weight(fn, linear, head, d) -> None:
         )
     expect_shape(W_h, want.shape, "W_h", say("One head's weight is (d, D)."))
     diagnose = {COLUMNS: W[:, head * d : (head + 1) * d].T}
+    if linear.out_features > d:
+        diagnose[INTERLEAVED] = _interleaved(W, head, d)
     if head:
         diagnose[OFFSET] = W[head : head + d]
     expect_close(
@@ -92,19 +115,47 @@ def _expect_weight(fn, linear, head, d) -> None:
 
 def _expect_bias(fn, linear, head, d) -> None:
     _, want = _head_truth(linear, head, d)  # before the call, as above
+    b = linear.bias.detach().clone()
     _, b_h = _get_head(fn, linear, head, d)
     if b_h is None:
         fail(
             "b_h is None: the bias of the head's outputs is part of the "
             "head (b[h*d:(h+1)*d])."
         )
-    expect_shape(b_h, want.shape, "b_h", say("One head's bias is (d,)."))
+    _expect_bias_shape(b_h, d, linear.out_features)
+    diagnose = {}
+    if linear.out_features > d:
+        diagnose[INTERLEAVED] = _interleaved(b, head, d)
     expect_close(
         b_h,
         want,
         say("b_h for head {head}", head=head),
+        diagnose=diagnose,
         what=say("that head's slice of the bias"),
     )
+
+
+def _expect_bias_shape(b_h, d: int, out_features: int) -> None:
+    """b_h is (d,); the whole bias, (D,), is named."""
+    whole = isinstance(b_h, torch.Tensor) and tuple(b_h.shape) == (out_features,)
+    if whole and out_features != d:
+        fail(
+            "b_h has shape {shape} = (D,): {why}",
+            shape=tuple(b_h.shape),
+            why=WHOLE_BIAS,
+        )
+    expect_shape(b_h, (d,), "b_h", say("One head's bias is (d,)."))
+
+
+def _expect_head(fn, linear, head, d) -> None:
+    """W_h, then b_h, each checked even where the other is wrong: an answer with
+    a wrong weight and a wrong bias hears of both."""
+    parts = CaseVerdicts()
+    with parts:
+        _expect_weight(fn, linear, head, d)
+    with parts:
+        _expect_bias(fn, linear, head, d)
+    parts.fail_if_any()
 
 
 def head_params_shape(fn) -> None:
@@ -112,12 +163,19 @@ def head_params_shape(fn) -> None:
     linear, c = _course_query()
     d = c.hidden_size // c.num_attention_heads
     W_h, b_h = _get_head(fn, linear, 1, d)
-    if isinstance(W_h, torch.Tensor) and tuple(W_h.shape) == (c.hidden_size, d):
-        fail(
-            "W_h has shape {shape} = (D, d): {why}", shape=tuple(W_h.shape), why=COLUMNS
-        )
-    expect_shape(W_h, (d, c.hidden_size), "W_h", say("One head's weight is (d, D)."))
-    expect_shape(b_h, (d,), "b_h", say("One head's bias is (d,)."))
+    parts = CaseVerdicts()  # a wrong weight and a wrong bias: both named
+    with parts:
+        if isinstance(W_h, torch.Tensor) and tuple(W_h.shape) == (c.hidden_size, d):
+            fail(
+                "W_h has shape {shape} = (D, d): {why}",
+                shape=tuple(W_h.shape),
+                why=COLUMNS,
+            )
+        shape = (d, c.hidden_size)
+        expect_shape(W_h, shape, "W_h", say("One head's weight is (d, D)."))
+    with parts:
+        _expect_bias_shape(b_h, d, c.hidden_size)
+    parts.fail_if_any()
 
 
 def head_params_weight(fn) -> None:
@@ -141,8 +199,7 @@ def head_params_random(fn, seed: int) -> None:
     verdicts = CaseVerdicts()
     for linear, _, d, head in _random_linears(seed):
         with verdicts:
-            _expect_weight(fn, linear, head, d)
-            _expect_bias(fn, linear, head, d)
+            _expect_head(fn, linear, head, d)
     verdicts.fail_if_any()
 
 
@@ -170,6 +227,8 @@ def _expect_projection(fn, x, linear, *, head, d) -> None:
             mistake="weight-no-transpose",
         ): (x @ W_h + b_h) if W_h.shape[0] == W_h.shape[1] else want * 0 - 1,
     }
+    if head:
+        diagnose[HEAD0_BIAS] = x @ W_h.T + linear.bias.detach()[:d]
     expect_close(
         got,
         want,
@@ -229,7 +288,7 @@ def first_head_k(K) -> None:
     """K of layer 0, head 0 equals bertviz's neuron-view keys."""
     K = given(K, "K_first_head_first_layer")
     _, keys = _neuron_view()
-    diagnose = {"this is Q, not K.": _neuron_view()[0][0]}
+    diagnose = {N_("this is Q, not K.", mistake="q-for-k"): _neuron_view()[0][0]}
     expect_close(
         K,
         keys[0],

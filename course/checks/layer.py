@@ -27,7 +27,7 @@ from . import (
     random_batch,
     random_tiny_bert,
 )
-from .calls import CaseVerdicts, both
+from .calls import CaseVerdicts, both, call_naming
 from .lessons import FUSED_ATTENTION, Lesson
 from .oracles import BY_WIDTH, NO_SCALE, Case, own_copy, sharpen_attention
 
@@ -66,6 +66,8 @@ def _wrong_embeddings(case: Case) -> dict:
     if T < emb.position_embeddings.num_embeddings:  # positions 1..T exist
         sums[POSITIONS_FROM_1] = w + emb.position_embeddings.weight[1 : T + 1] + t
     norms = {NO_NORM: lambda x: (x,), FRESH_LN: _fresh_norm}
+    if emb.LayerNorm.eps != _TORCH_EPS:
+        norms[DEFAULT_EPS] = functools.partial(_default_eps, emb.LayerNorm)
     diagnose = {mistake: emb.LayerNorm(x) for mistake, x in sums.items()}
     diagnose |= {mistake: norm(w + p + t) for mistake, norm in norms.items()}
     diagnose[NORM_FIRST] = (emb.LayerNorm(w) + p + t, emb.LayerNorm(w + p) + t)
@@ -118,15 +120,31 @@ def _expect_attention_block(fn, case: Case, masked: bool) -> None:
             NO_RESIDUAL: out.LayerNorm(sub),
             FRESH_LN: _fresh_norm(sub + h),
         }
+        pairs = {}
         if masked and not bool(case.mask.all()):
             diagnose[MASK_DROPPED] = _block_unmasked(case)
+            subs = tuple(out.dense(ctx) for ctx in _inverted_contexts(case))
+            diagnose[PADDING_INVERTED] = tuple(out.LayerNorm(x + h) for x in subs)
+            pairs[both(PADDING_INVERTED, AFTER_LN)] = tuple(
+                out.LayerNorm(x) + h for x in subs
+            )
     expect_close(
         got,
         case.attn_out,
         "attention_block(...)",
-        diagnose=diagnose,
+        diagnose=[diagnose, pairs],
         what=say("the layer's attention output"),
     )
+
+
+def _inverted_contexts(case: Case) -> tuple[torch.Tensor, ...]:
+    """The self-attention's output with the mask the wrong way round: the large
+    negative number added at the tokens (``mask * -10000``) or filled there."""
+    keep = case.mask[:, None, None, :].float()  # (B, 1, 1, T): 1 at the tokens
+    exts = (keep * -10000.0, keep * torch.finfo(torch.float32).min)
+    h, sa = case.hidden, case.self_attn
+    outs = (sa(h, attention_mask=ext) for ext in exts)
+    return tuple(o[0] if isinstance(o, tuple) else o for o in outs)
 
 
 def _block_unmasked(case: Case) -> torch.Tensor:
@@ -165,6 +183,15 @@ def attention_block_random(fn, seed: int) -> None:
         with verdicts:
             _expect_attention_block(fn, case, masked=True)
     verdicts.fail_if_any()
+
+
+#: nn.LayerNorm's and F.layer_norm's eps where none is given.
+_TORCH_EPS = 1e-5
+
+
+def _default_eps(ln: torch.nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    """``ln``'s weight and bias at torch's default eps, not ``ln.eps``."""
+    return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, eps=_TORCH_EPS)
 
 
 def _fresh_norm(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -283,11 +310,14 @@ def bert_layer_random(fn, seed: int) -> None:
     verdicts.fail_if_any()
 
 
-def _expect_encoder(fn, case: Case) -> None:
+def _expect_encoder(fn, case: Case, masked: bool = True) -> None:
     model = case.model
-    args = (case.ids, case.types, model, case.mask)
+    args = (case.ids, case.types, model) + ((case.mask,) if masked else ())
     with LESSONS["bert_encoder"].enforced(args):
-        got = call(fn, *args, name="bert_encoder")
+        if masked:
+            got = call(fn, *args, name="bert_encoder")
+        else:
+            got = call_naming(fn, *args, name="bert_encoder", case=NO_MASK_FAILS)
     L = model.config.num_hidden_layers
     if not isinstance(got, (tuple, list)):
         fail(
@@ -365,12 +395,19 @@ def bert_encoder_values(fn) -> None:
 
 
 def bert_encoder_random(fn, seed: int) -> None:
-    """Other models, batches, token types and padding; two layers at least (with
-    one, an encoder that feeds every layer the embeddings would pass)."""
+    """Other models, batches, token types and padding, and a batch with no mask
+    (attention_mask left at None); two layers at least (with one, an encoder that
+    feeds every layer the embeddings would pass)."""
     verdicts = CaseVerdicts()
-    for case in random_cases(seed, fewest_layers=2):
+    cases = list(random_cases(seed, fewest_layers=2))
+    for case in cases:
         with verdicts:
             _expect_encoder(fn, case)
+    first = cases[0]  # and without a mask: attention_mask=None, no padding
+    ones = torch.ones_like(first.mask)
+    unpadded = Case(first.model, first.layer, first.ids, ones, types=first.types)
+    with verdicts:
+        _expect_encoder(fn, unpadded, masked=False)
     verdicts.fail_if_any()
 
 
@@ -413,7 +450,27 @@ PRE_LN = N_(
     mistake="pre-ln",
 )
 AFTER_LN = N_(
-    "the residual was added after LayerNorm; BERT computes LayerNorm(x + sublayer(x))."
+    "the residual was added after LayerNorm; BERT computes LayerNorm(x + sublayer(x)).",
+    mistake="residual-after-ln",
+)
+DEFAULT_EPS = N_(
+    "the LayerNorm ran at torch's default eps, 1e-5: BERT's LayerNorm has its own "
+    "(1e-12), so pass the module's eps on with its weight and bias, or call the "
+    "module.",
+    mistake="default-eps",
+)
+# The same sentence as 06's (a notebook's checks import no other notebook's).
+PADDING_INVERTED = N_(
+    "the mask is the wrong way round: the real tokens got the large negative "
+    "number and the padding kept its scores. Padding is where attention_mask is "
+    "0: add (1 - mask) * -10000 (or the dtype's min).",
+    mistake="padding-mask-inverted",
+)
+NO_MASK_FAILS = N_(
+    "bert_encoder(input_ids, token_type_ids, model), with no attention_mask, "
+    "fails: the mask's default, None, means no padding (every token may be "
+    "attended to), so build the additive mask only when one is given. {verdict}",
+    mistake="mask-none-fails",
 )
 NO_RESIDUAL = N_(
     "the residual connection is missing: LayerNorm(x + sublayer(x)).",

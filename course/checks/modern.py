@@ -25,7 +25,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_equal, expect_shape, fail
-from .calls import CaseVerdicts
+from .calls import CaseVerdicts, both
 from .compare import expect_bool_mask, fail_mistaken
 from .lessons import FUSED_ATTENTION, KV_SHARING, ROTARY_CODE, Lesson
 from .oracles import NO_SCALE, additive_mask, eager_attention
@@ -72,6 +72,12 @@ ONE_SIDED = N_(
     "the window looks only back (a causal window); an encoder's window reaches "
     "window // 2 positions on both sides.",
     mistake="one-sided",
+)
+NEGATIVE_FLOOR = N_(
+    "for an odd window the band reaches one key too far back: Python reads "
+    "-window // 2 as (-window) // 2, which rounds down to -(window // 2) - 1. "
+    "Negate after dividing: -(window // 2).",
+    mistake="negative-floor",
 )
 INVERTED = N_(
     "the window mask is inverted: True means may attend.", mistake="window-inverted"
@@ -318,6 +324,8 @@ def _window_mistakes(T: int, window: int) -> dict[str, tuple[_Tensor, ...]]:
             (offset >= 0) & (offset <= window),  # Mistral's decoder window
         ),
         INVERTED: (~right,),
+        # an even window's -window // 2 is -(window // 2): nothing to name there
+        NEGATIVE_FLOOR: (right | (offset == half + 1),) if window % 2 else (),
     }
 
 
@@ -370,6 +378,9 @@ def sliding_window_mask_random(fn, seed: int) -> None:
             window = rng.choice([3, 4, 5, 8] if case == 0 else [2, 3, 4, 5, 8, 30])
             low = window // 2 + 2 if case == 0 else 1
             _expect_window(fn, rng.randint(low, 20), window)
+    with verdicts:  # and an odd window narrower than the text, whatever the draws
+        window = rng.choice([3, 5, 7])
+        _expect_window(fn, rng.randint(window // 2 + 2, 20), window)
     verdicts.fail_if_any()
 
 
@@ -528,8 +539,9 @@ def _layer_variant(attn, hidden: _Tensor, **change) -> _Tensor:
     """A ModernBERT attention module's output with one thing changed: ``theta``
     (the rotary base), ``windowed`` (apply the window or not), ``rotate_v``,
     ``rotate_k``, ``scale``, ``interleaved`` (GPT-J's and Llama's pairs),
-    ``heads_first`` (Wqkv's output read as (H, 3, d)); made
-    from transformers' own pieces."""
+    ``heads_first`` (Wqkv's output read as (H, 3, d)), ``whole_window``
+    (local_attention keys on each side, not local_attention // 2); made from
+    transformers' own pieces."""
     config, B, T, _ = attn.config, *hidden.shape
     kind = config.layer_types[attn.layer_idx]
     theta = change.get("theta", config.rope_parameters[kind]["rope_theta"])
@@ -546,11 +558,15 @@ def _layer_variant(attn, hidden: _Tensor, **change) -> _Tensor:
             v = rotate(v, torch.arange(T), theta)
         windowed = change.get("windowed", kind == "sliding_attention")
         mask = _modernbert_window(T, config.local_attention) if windowed else None
+        if windowed and change.get("whole_window"):  # local_attention on each side
+            i = torch.arange(T)
+            mask = (i[:, None] - i[None, :]).abs() <= config.local_attention
         context = eager_attention(q_r, k_r, v, mask, scale=change.get("scale", True))
         return attn.Wo(context.transpose(1, 2).reshape(B, T, -1).to(hidden.dtype))
 
 
-def _layer_mistakes(attn, hidden: _Tensor) -> dict[str, _Tensor]:
+def _layer_mistakes(attn, hidden: _Tensor) -> list[dict[str, _Tensor]]:
+    """One mistake's outputs, then two mistakes' (a tier each)."""
     config = attn.config
     kind = config.layer_types[attn.layer_idx]
     other = "full_attention" if kind == "sliding_attention" else "sliding_attention"
@@ -572,7 +588,13 @@ def _layer_mistakes(attn, hidden: _Tensor) -> dict[str, _Tensor]:
         windowed = {WINDOW_ON_GLOBAL: True, NO_WINDOW: False}
         message = WINDOW_ON_GLOBAL if kind == "full_attention" else NO_WINDOW
         diagnose[message] = _layer_variant(attn, hidden, windowed=windowed[message])
-    return diagnose
+    pairs = {}
+    if kind == "sliding_attention" and T > config.local_attention // 2 + 1:
+        diagnose[WHOLE_WINDOW] = _layer_variant(attn, hidden, whole_window=True)
+        pairs[both(ROPE_ON_V, WHOLE_WINDOW)] = _layer_variant(
+            attn, hidden, whole_window=True, rotate_v=True
+        )
+    return [diagnose, pairs]
 
 
 def _expect_layer(fn, attn, hidden: _Tensor, want: _Tensor) -> None:
@@ -631,7 +653,12 @@ def modernbert_attention_random(fn, seed: int) -> None:
         global_every=rng.choice([2, 3]),
     )
     T = rng.randint(window + 2, 14)
-    for attn, hidden, out in _cases(model, T, rng.randint(0, 99)):
+    kinds = model.config.layer_types
+    cases = sorted(  # local layers first: every mistake shows there
+        _cases(model, T, rng.randint(0, 99)),
+        key=lambda case: kinds[case[0].layer_idx] == "full_attention",
+    )
+    for attn, hidden, out in cases:
         with verdicts:
             _expect_layer(fn, attn, hidden, out)
     verdicts.fail_if_any()

@@ -225,9 +225,10 @@ def _expect_pooler(fn, model, ids) -> None:
             "it pools the mean token; BERT's pooler takes the first token, [CLS].",
             mistake="mean",
         ): torch.tanh(dense(last.mean(1))),
-        say("it skips the dense layer: pooler = tanh(dense(h_[CLS]))."): torch.tanh(
-            first
-        ),
+        say(
+            "it skips the dense layer: pooler = tanh(dense(h_[CLS])).",
+            mistake="pooler-no-dense",
+        ): torch.tanh(first),
         say(
             "it takes the last token; BERT's pooler takes the first, [CLS].",
             mistake="last-token",

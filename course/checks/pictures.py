@@ -177,6 +177,9 @@ def _expect_top(fn, probs, tokens, *, q: int, k: int) -> None:
             "picture of attention should show it.",
             mistake="skips-special",
         )
+    others = [tokens[j] for j in order if j != q]  # the query's token last, or gone
+    if q in order[:k] and got in (others[:k], (others + [tokens[q]])[:k]):
+        fail(SKIPS_SELF)
     if got == list(reversed(want)) or got == [tokens[j] for j in order[::-1][:k]]:
         fail(
             "top_attended is in the wrong order: most attended first.", mistake="order"
@@ -206,6 +209,13 @@ def top_attended_random(fn, seed: int) -> None:
             T = rng.randint(2, 12) if i else rng.randint(4, 12)
             probs, tokens = _probs_tokens(seed + i, T, bert=True)
             _expect_top(fn, probs, tokens, q=rng.randrange(T), k=rng.randint(1, T))
+    with verdicts:  # a word that attends to itself most
+        probs, tokens = _probs_tokens(seed + 5, 8, bert=True)
+        q = 1 + seed % 5
+        row = probs[q].clone()
+        row[q] = 2 * row.max()  # the query's own token first
+        probs[q] = row / row.sum()
+        _expect_top(fn, probs, tokens, q=q, k=3)
     verdicts.fail_if_any()
 
 
@@ -226,6 +236,17 @@ def _pairs(score: torch.Tensor, keep) -> set[tuple[int, int]]:
     return {(int(i), int(j)) for i, j in keep(score).nonzero().tolist()}
 
 
+SKIPS_SELF = N_(
+    "top_attended left out the query's own token: rank every key, the query "
+    "itself included. A token often attends to itself, and a picture of "
+    "attention should show it.",
+    mistake="skips-self",
+)
+STRICT = N_(
+    "previous_token_heads left out a head whose mean is exactly the threshold: "
+    "keep the heads whose mean is at least threshold (>=), not above it (>).",
+    mistake="strict",
+)
 NEXT_TOKEN = N_(
     "previous_token_heads looked at the next token (offset +1); the previous token "
     "of query i is key i - 1 (offset -1).",
@@ -246,12 +267,7 @@ def _name_prev_mistake(got_set, attentions, threshold: float) -> None:
     if got_set != _pairs(score, lambda s: s >= threshold) and got_set == _pairs(
         score, lambda s: s > threshold
     ):
-        fail(
-            "previous_token_heads left out a head whose mean is exactly the "
-            "threshold: keep the heads whose mean is at least threshold (>=), not "
-            "above it (>).",
-            mistake="strict",
-        )
+        fail(STRICT)
     if got_set == _pairs(score * (T - 1) / T, lambda s: s >= threshold):
         fail(
             "previous_token_heads divides by T, all the queries: query 0 has no "
@@ -285,8 +301,11 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
     def reached(score) -> set[tuple[int, int]]:
         return _pairs(score, lambda s: s >= threshold)
 
-    if got_set == reached(_diagonal_score(attentions, 1)):
+    after = _diagonal_score(attentions, 1)
+    if got_set == reached(after):
         fail(NEXT_TOKEN)
+    if got_set == _pairs(after, lambda s: s > threshold):  # and > for >=
+        fail(both(NEXT_TOKEN, STRICT))
     # both mistakes at once: the next token, in the first example only
     if got_set == reached(_diagonal_score(tuple(a[:1] for a in attentions), 1)):
         fail(both(NEXT_TOKEN, FIRST_EXAMPLE))
@@ -336,13 +355,17 @@ def previous_token_heads_random(fn, seed: int) -> None:
     last[:, 0] = torch.full((T, T), 0.5 / (T - 1)) * (1 - torch.eye(T).roll(-1, 1))
     last[:, 0] += 0.5 * torch.eye(T).roll(-1, dims=1)
     last[:, 0, 0] = 1 / T
+    # And a next-token head at 0.5 exactly: the next token read with > for >=
+    # leaves it out.
+    nxt = torch.eye(T).roll(1, dims=1)
+    last[:, 2] = torch.full((T, T), 0.5 / (T - 1)) * (1 - nxt) + 0.5 * nxt
     # A previous-token head in the first example (1.0), barely in the second
     # (0.1): its mean over the batch, 0.55, is under 0.6, and over 0.5, where a
     # mean over all T queries (0.47) is not.
     last[0, 1] = torch.eye(T).roll(-1, dims=1)
     last[1, 1] = 0.9 * torch.eye(T) + 0.1 * torch.eye(T).roll(-1, dims=1)
     last[:, 1, 0] = torch.eye(T)[0]
-    for threshold in (0.2, 0.5, 0.6):
+    for threshold in (0.5, 0.2, 0.6):  # 0.5 first: the ties
         with verdicts:
             _expect_prev(fn, tuple(attentions), threshold)
     verdicts.fail_if_any()

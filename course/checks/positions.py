@@ -195,6 +195,24 @@ def _expect_perm(fn, layer, hidden, perm, *, truth: bool, what: str) -> None:
                 mistake="exact",
                 what=what,
             )
+        reverse = torch.arange(hidden.shape[1] - 1, -1, -1)  # undoes itself
+        if not equal(perm, reverse) and bool(
+            call(
+                fn,
+                lambda h: h.clone(),
+                hidden.clone(),
+                reverse,
+                name="permutation_check",
+            )
+        ):
+            fail(
+                "permutation_check said False for {what}: it permutes the output "
+                "the other way, by the inverse permutation (argsort(perm)), which is "
+                "right only for a permutation that undoes itself, such as a "
+                "reversal. Compare layer(x[:, perm]) with layer(x)[:, perm].",
+                mistake="inverse-permutation",
+                what=what,
+            )
         fail(
             "permutation_check said False for {what}: compare layer(x[:, "
             "perm]) with layer(x)[:, perm] — the output permuted the "
@@ -210,16 +228,22 @@ def _expect_perm(fn, layer, hidden, perm, *, truth: bool, what: str) -> None:
         perm,
         name="permutation_check",
     )
-    if not bool(far):
+    if not bool(far):  # it can say False: only its tolerance is too loose
         fail(
             "permutation_check said True for {what}, which does see token order. "
-            "Its tolerance is too loose: it says True even where the outputs differ "
-            "by 100. Compare with torch.allclose's usual tolerances (e.g. atol=1e-5, "
+            "Its tolerance is too loose: it tells apart outputs 100 apart, but not "
+            "these. Compare with torch.allclose's usual tolerances (e.g. atol=1e-5, "
             "rtol=1e-4).",
+            mistake="tolerance-too-loose",
             what=what,
         )
     fail(
-        "permutation_check said True for {what}, which does see token order.", what=what
+        "permutation_check said True for {what}, which does see token order: it "
+        "says True even where the outputs differ by 100, so it never says False. "
+        "Compare the two outputs, layer(x[:, perm]) and layer(x)[:, perm], and "
+        "return whether they are close.",
+        mistake="never-false",
+        what=what,
     )
 
 
@@ -402,6 +426,15 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
             mistake="causal-attention-inverted",
         ): tuple(  # filled with -inf (NaN rows), or a large finite number
             torch.softmax(s.masked_fill(tril, fill), -1)
+            for fill in (float("-inf"), -1e9)
+        ),
+        say(
+            "the diagonal is masked too: a query may attend to itself, keys j <= i, "
+            "so only the keys after it (j > i) are masked, and the first query "
+            "keeps key 0.",
+            mistake="attention-no-diagonal",
+        ): tuple(  # filled with -inf (a NaN first row), or a large finite number
+            torch.softmax(s.masked_fill(~tril.tril(-1), fill), -1)
             for fill in (float("-inf"), -1e9)
         ),
     }

@@ -35,6 +35,17 @@ from .oracles import BY_D, BY_LENGTH, BY_WIDTH, LAST_DIM, sample_qk
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
 
+BY_HEADS = N_(
+    "it divides by sqrt(H), the number of heads (dim 1 of (B, H, T, d) scores); "
+    "the scale uses the head size d, the last dim of Q.",
+    mistake="scaled-by-heads",
+)
+STD_TENSORS = N_(
+    "dot_product_std returns tensors, not Python floats: the exercise asks for "
+    "(unscaled_std, scaled_std) as floats; take each one's .item().",
+    mistake="std-tensors",
+)
+
 WRONG_DIM = N_(
     "rows do not sum to 1 — softmax over the key dim (-1), not dim 0.",
     mistake="wrong-dim",
@@ -321,6 +332,7 @@ def _diagnose_scores(Q, K, s) -> dict:
     if Q.dim() == 4:
         D = Q.shape[1] * d
         out[say(BY_WIDTH)] = s * math.sqrt(d / D)
+        out[say(BY_HEADS)] = s * math.sqrt(d / Q.shape[1])
     Tk = K.shape[-2]
     if Tk > 1:  # one key: sqrt(Tk) is no scale at all, said above
         out[say(BY_LENGTH)] = s * math.sqrt(d / Tk)
@@ -343,6 +355,14 @@ def _random_qk(seed: int, *, B, H, Tq, Tk, d):
     )
 
 
+#: Scores of shape (..., Tk, Tq): the keys' rows where the queries' belong.
+SCORES_T_SHAPE = N_(
+    "attention_scores has shape (..., Tk, Tq): the scores are transposed (K Q^T); "
+    "row i must be query i.",
+    mistake="scores-transposed-shape",
+)
+
+
 def _expect_scores(fn, Q, K) -> None:
     got = call(fn, Q.clone(), K.clone(), name="attention_scores")
     want = scores_oracle(Q, K)
@@ -351,10 +371,7 @@ def _expect_scores(fn, Q, K) -> None:
         and got.shape != want.shape
         and got.shape == want.mT.shape
     ):
-        fail(
-            "attention_scores has shape (..., Tk, Tq): the scores are "
-            "transposed (K Q^T); row i must be query i."
-        )
+        fail(SCORES_T_SHAPE)
     expect_close(
         got,
         want,
@@ -371,10 +388,7 @@ def attention_scores_shape(fn) -> None:
     Q, K = _random_qk(0, B=2, H=3, Tq=4, Tk=6, d=8)
     got = call(fn, Q, K, name="attention_scores")
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (2, 3, 6, 4):
-        fail(
-            "attention_scores has shape (B, H, Tk, Tq): the scores are "
-            "transposed (K Q^T); row i is query i."
-        )
+        fail(SCORES_T_SHAPE)
     expect_shape(
         got,
         (2, 3, 4, 6),
@@ -470,6 +484,8 @@ def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
             d_k=d_k,
             scaled=scaled,
         )
+    if any(isinstance(v, torch.Tensor) for v in got):  # the numbers are right
+        fail(STD_TENSORS)
 
 
 def dot_product_std_values(fn) -> None:

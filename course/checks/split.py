@@ -93,7 +93,10 @@ def _expect_merge(fn, heads: torch.Tensor) -> None:
     want = torch.cat([heads[:, h] for h in range(H)], dim=-1)
     got = call(fn, heads.clone(), name="merge_heads")
     if isinstance(got, torch.Tensor) and got.shape == heads.shape:
-        fail("merge_heads returned its input's shape; it should give (B, T, H*d).")
+        fail(
+            "merge_heads returned its input's shape; it should give (B, T, H*d).",
+            mistake="not-merged",
+        )
     expect_shape(got, (B, T, H * d), "merge_heads(x)")
     diagnose = {
         MERGE_ORDER: heads.reshape(B, T, H * d),

@@ -21,7 +21,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_shape, fail
-from .calls import CaseVerdicts
+from .calls import CaseVerdicts, both
 from .lessons import FUSED_ATTENTION, Lesson
 from .oracles import NO_SCALE
 
@@ -210,13 +210,26 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
             "norm1(x + attn(x)), then norm2(x + ff(x)) (post-LN).",
             mistake="post-ln",
         )
+    diagnose = {hint: wrong, **diagnose}
+    pairs = {}
+    if mask is not None:  # the mask never reaches the attention, alone or with
+        with torch.no_grad():  # the other LayerNorm order
+            diagnose[BLOCK_MASK_DROPPED] = ref(x)
+            pairs[both(hint, BLOCK_MASK_DROPPED)] = other(x)
     expect_close(
         got,
         want,
         f"EncoderBlock(norm_first={norm_first})(x)",
-        diagnose={hint: wrong, **diagnose},
+        diagnose=[diagnose, pairs],
         what=say("torch.nn.TransformerEncoderLayer with your weights"),
     )
+
+
+BLOCK_MASK_DROPPED = N_(
+    "the mask is not passed on to the attention: forward(x, mask) must hand mask to "
+    "self.attn, or every token sees every other.",
+    mistake="block-mask-dropped",
+)
 
 
 NORMED_RESIDUAL = N_(
