@@ -40,7 +40,21 @@ run once before any change they steered: 20/20 correct at full marks, 57/57 wron
 ones lost points, and a reader counted 35 of the 57 named (61%; a try with several
 mistakes counts only when every one is named; 35 of the 48 with one mistake or a
 raise, 73%). After that day's fixes: 52 of 57 (91%); the 5 left have two or three
-mistakes at once, of which at most one is named. A regression set now.
+mistakes at once, of which at most one is named. A regression set now (on
+2026-12-06's later grader, a06_4 is named too: 53 of 57).
+
+``bench/unseen/student-5/`` holds 80 (20 correct in unusual forms, 40 with one
+mistake, 10 with two or three, 10 that raise on allowed inputs), written on
+2026-12-06 by a fresh helper from the release notebooks and the spec alone, and
+run once before any change they steered: 20/20 correct at full marks, 57/60 wrong
+ones lost points (a05_8's tensors for floats and a07_7's raise without a mask
+passed; a09_6 needs the notebook's own variables), and a reader counted 30 of the
+59 the runner can judge named (51%; 29 of the 49 with one mistake or a raise, 1
+of the 10 with several), three of them blamed on the wrong cause. After that
+day's fixes: 20/20, 59/60 lost (a09_6), 56 of 59 named; still not: a04_5's two
+mistakes behind a reshape error, a08_5's diagonal named only beside "the wrong
+way round" where T = 1 makes them one, a08_8's exact comparison behind its
+IndexError. A regression set now.
 """
 
 from __future__ import annotations
