@@ -33,6 +33,7 @@ from .oracles import (
     BY_HAND,
     BY_WIDTH,
     NO_SCALE,
+    PADDING_INVERTED,
     Case,
     course_case,
     random_cases,
@@ -58,12 +59,6 @@ MULTIPLIED = N_(
     "the mask was multiplied into the scores; a score of 0 still gets "
     "weight. Add a large negative number at the padded keys instead.",
     mistake="mask-multiplied",
-)
-INVERTED = N_(
-    "the mask is the wrong way round: the real tokens got the large negative "
-    "number and the padding kept its scores. Padding is where attention_mask is "
-    "0: add (1 - mask) * -10000 (or the dtype's min).",
-    mistake="padding-mask-inverted",
 )
 ON_K = N_(
     "the attention probabilities were applied to K instead of V: context = probs @ V.",
@@ -234,7 +229,7 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
             AFTER_SOFTMAX: (lambda st: _with(st, s=st["scaled"], post=True))
             if padded
             else (lambda st: None),
-            INVERTED: (  # added where the tokens are, or filled there
+            PADDING_INVERTED: (  # added where the tokens are, or filled there
                 masked(lambda st: st["scaled"] + (1 - st["pad"]) * -1e4),
                 masked(
                     lambda st: st["scaled"].masked_fill(

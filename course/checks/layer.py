@@ -29,7 +29,14 @@ from . import (
 )
 from .calls import CaseVerdicts, both, call_naming
 from .lessons import FUSED_ATTENTION, Lesson
-from .oracles import BY_WIDTH, NO_SCALE, Case, own_copy, sharpen_attention
+from .oracles import (
+    BY_WIDTH,
+    NO_SCALE,
+    PADDING_INVERTED,
+    Case,
+    own_copy,
+    sharpen_attention,
+)
 
 
 def _expect_embeddings(fn, case: Case) -> None:
@@ -197,7 +204,7 @@ def _default_eps(ln: torch.nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
 def _fresh_norm(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """A new LayerNorm's output (weight 1, bias 0), with BERT's eps and with
     nn.LayerNorm's default."""
-    return tuple(F.layer_norm(x, x.shape[-1:], eps=eps) for eps in (1e-12, 1e-5))
+    return tuple(F.layer_norm(x, x.shape[-1:], eps=eps) for eps in (1e-12, _TORCH_EPS))
 
 
 def _keep(case: Case) -> float:
@@ -458,13 +465,6 @@ DEFAULT_EPS = N_(
     "(1e-12), so pass the module's eps on with its weight and bias, or call the "
     "module.",
     mistake="default-eps",
-)
-# The same sentence as 06's (a notebook's checks import no other notebook's).
-PADDING_INVERTED = N_(
-    "the mask is the wrong way round: the real tokens got the large negative "
-    "number and the padding kept its scores. Padding is where attention_mask is "
-    "0: add (1 - mask) * -10000 (or the dtype's min).",
-    mistake="padding-mask-inverted",
 )
 NO_MASK_FAILS = N_(
     "bert_encoder(input_ids, token_type_ids, model), with no attention_mask, "

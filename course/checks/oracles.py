@@ -11,7 +11,7 @@
   attention (``eager_attention_forward``, with ``repeat_kv``) for Q, K, V and a
   bool mask, the oracle where a check has Q, K and V but no module;
 * the sentences the checks of several notebooks say (:data:`NO_SCALE`,
-  :data:`BY_WIDTH`, :data:`BY_LENGTH`, :data:`PER_BLOCK`, :data:`FUSED`,
+  :data:`BY_WIDTH`, :data:`BY_LENGTH`, :data:`PADDING_INVERTED`, :data:`PER_BLOCK`, :data:`FUSED`,
   :data:`BY_HAND`): a notebook's checks import no other notebook's.
 
 Every value here comes from the model or bertviz, never from a solution.
@@ -38,6 +38,12 @@ NO_SCALE = N_(
     mistake="no-scale",
 )
 BY_D = N_("it divides by d; the scale is 1/sqrt(d).", mistake="by-d")
+PADDING_INVERTED = N_(
+    "the mask is the wrong way round: the real tokens got the large negative "
+    "number and the padding kept its scores. Padding is where attention_mask is "
+    "0: add (1 - mask) * -10000 (or the dtype's min).",
+    mistake="padding-mask-inverted",
+)
 BY_WIDTH = N_(
     "it divides by sqrt(D), the model width; the scale uses the head size d = D / H.",
     mistake="scaled-by-width",
