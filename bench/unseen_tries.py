@@ -55,6 +55,19 @@ day's fixes: 20/20, 59/60 lost (a09_6), 56 of 59 named; still not: a04_5's two
 mistakes behind a reshape error, a08_5's diagonal named only beside "the wrong
 way round" where T = 1 makes them one, a08_8's exact comparison behind its
 IndexError. A regression set now.
+
+``bench/unseen/student-6/`` holds 80 (20 correct in unusual forms, 40 with one
+mistake, 10 with two, 10 that raise on allowed inputs), written on 2026-12-06 by
+a fresh helper from the release notebooks and the spec alone, and run once before
+any change they could steer: 20/20 correct at full marks, 58/60 wrong ones lost
+points (a03_7's values taken from the key projection and a06_8's tensor that
+still requires grad did not), and a reader counted 48 of the 60 named (80%; 45 of
+the 50 with one mistake or a raise, 3 of the 10 with two). Unnamed: a03_7, a06_8
+(no points lost); a09_7 (T * 2 for T ** 2: the numbers shown, the mistake not
+named); a11_7 (the running denominator not rescaled); a13_2 (a mask laid along
+the queries, blamed on swapped inputs); of the pairs, only one mistake named in
+a05_6, a07_7, a09_4, a13_3, none in a06_6 and a08_6, and a10_7's "/ T" blamed on
+">" instead of ">=". Not yet steered by: the measure of unseen answers stands.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from . import (
     fail,
     given,
 )
+from . import attention_steps as steps_
 from .calls import CaseVerdicts
 from .compare import is_close
 from .lessons import FUSED_ATTENTION, Lesson
@@ -158,7 +159,8 @@ def _start(case: Case, head: int | None) -> dict:
     pad = (1.0 - case.mask.to(q.dtype))[:, None, :]  # (B, 1, T)
     if head is None:
         pad = pad[:, None]  # (B, 1, 1, T)
-    return {"q": q, "k": k, "v": v, **biases, "pad": pad, "post": False}
+    keep = pad == 0  # True where a key may be attended
+    return {"q": q, "k": k, "v": v, **biases, "pad": pad, "keep": keep}
 
 
 def _with(state: dict, **values) -> dict:
@@ -174,16 +176,6 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
 
     def masked(fill):  # a mistake only where a key is padded
         return (lambda st: _with(st, s=fill(st))) if padded else (lambda st: None)
-
-    def scale(by):
-        return lambda st: _with(st, scaled=st["q"] @ st["k"].mT / by)
-
-    def softmax(dim):
-        def way(st):
-            p = _softmax(st["s"], dim)
-            return _with(st, p=p * (1 - st["pad"]) if st["post"] else p)
-
-        return way
 
     def start_by_count(st):  # head h's rows from h * H, not h * d
         if head is None or head * case.H in (0, head * d) or head * case.H + d > D:
@@ -216,9 +208,9 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
         }
         | ({NO_V_BIAS: lambda st: _with(st, v=st["v"] - st["bv"])} if context else {}),
     )
-    scales = {NO_SCALE: scale(1.0), BY_D: scale(d)}
+    scales = {NO_SCALE: 1.0, BY_D: d}
     if D != d:  # with one head sqrt(D) is the right scale
-        scales[BY_WIDTH] = scale(math.sqrt(D))
+        scales[BY_WIDTH] = math.sqrt(D)
     tokens = lambda st: (1 - st["pad"]).bool().expand_as(st["scaled"])  # noqa: E731
     mask2d = lambda st: case.mask.to(st["scaled"].dtype)  # noqa: E731  (B, T)
     mask = Step(
@@ -226,7 +218,7 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
         wrong={
             SIGN: masked(lambda st: st["scaled"] + st["pad"] * 1e4),
             MULTIPLIED: masked(lambda st: st["scaled"] * (1 - st["pad"])),
-            AFTER_SOFTMAX: (lambda st: _with(st, s=st["scaled"], post=True))
+            AFTER_SOFTMAX: (lambda st: _with(st, s=st["scaled"], after=1 - st["pad"]))
             if padded
             else (lambda st: None),
             PADDING_INVERTED: (  # added where the tokens are, or filled there
@@ -248,35 +240,17 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
             else {}
         ),
     )
-    over = {OVER_QUERIES: softmax(-2)}
+    over = {OVER_QUERIES: -2}
     if head is None and case.H > 1:
-        over[OVER_HEADS] = softmax(1)
-    steps = [
-        project,
-        Step(right=scale(math.sqrt(d)), wrong=scales),
-        mask,
-        Step(right=softmax(-1), wrong=over),
-    ]
+        over[OVER_HEADS] = 1
+    steps = [project, steps_.scale(d, scales), mask, steps_.softmax(over)]
     if not context:
         return steps
-    unmasked = lambda st: _with(st, c=_softmax(st["scaled"], -1) @ st["v"])  # noqa: E731
     steps.append(
-        Step(
-            right=lambda st: _with(st, c=st["p"] @ st["v"]),
-            wrong={
-                ON_K: lambda st: _with(st, c=st["p"] @ st["k"]),
-                PROBS_T: lambda st: _with(st, c=st["p"].mT @ st["v"]),
-            }
-            | ({UNMASKED: unmasked} if padded else {}),
-        )
+        steps_.weigh(on_keys=ON_K, probs_transposed=PROBS_T, unmasked=UNMASKED)
     )
     if head is None:  # (B, H, T, d) -> (B, T, D)
-        steps.append(
-            Step(
-                right=lambda st: _with(st, c=st["c"].transpose(1, 2).reshape(B, T, D)),
-                wrong={MIXED: lambda st: _with(st, c=st["c"].reshape(B, T, D))},
-            )
-        )
+        steps.append(steps_.merge(MIXED))
     return steps
 
 
@@ -506,8 +480,9 @@ def _expect_context(context, probs, case: Case, *, probs_judged: bool) -> None:
         """A merge mistake made on the model's probs, or on the student's own."""
         tiers = wrong_contexts(case)
         tiers[0] = tiers[0] | {
-            MIXED: tiers[0][MIXED] + ((own @ v).reshape(B, T, D),),
-            ON_K: tiers[0][ON_K] + ((own @ k).transpose(1, 2).reshape(B, T, D),),
+            MIXED: tiers[0].get(MIXED, ()) + ((own @ v).reshape(B, T, D),),
+            ON_K: tiers[0].get(ON_K, ())
+            + ((own @ k).transpose(1, 2).reshape(B, T, D),),
         }
         return tiers
 

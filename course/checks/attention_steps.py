@@ -1,0 +1,158 @@
+"""The steps of scaled dot-product attention, each with the ways it goes wrong.
+
+The middle of every attention exercise is the same computation: scores from the
+queries and keys, scaled, masked, a softmax, the values weighed, the heads merged.
+These builders give those steps as :class:`~course.checks.mistaken.Step`\\ s over
+one state, so that 06 (BERT's heads), 09 (a module of the student's own) and 13
+(cross-attention) each add only their own first and last steps. The verdicts are
+arguments: each exercise names a mistake in its own words.
+
+The state: ``q`` (..., Tq, d), ``k`` and ``v`` (..., Tk, d); ``keep`` a bool mask
+broadcastable to the scores (True = may attend) or None; then, as the steps run,
+``scaled``, ``s`` (masked), ``p`` and ``c`` (..., Tq, d).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .mistaken import State, Step
+
+_softmax = torch.softmax  # taken at import, before any student code runs
+_Tensor = torch.Tensor
+
+
+def _with(state: State, **values) -> State:
+    return {**state, **values}
+
+
+def scale(d: int, wrong: dict[str, float]) -> Step:
+    """``scaled = q @ k^T / sqrt(d)``; ``wrong``: ``{verdict: what it divides by}``."""
+
+    def by(divisor: float):
+        return lambda st: _with(st, scaled=st["q"] @ st["k"].mT / divisor)
+
+    return Step(
+        right=by(math.sqrt(d)),
+        wrong={verdict: by(divisor) for verdict, divisor in wrong.items()},
+    )
+
+
+def _blocked(st: State) -> _Tensor | None:
+    """Where the mask blocks a key, as large as the scores; None if nowhere."""
+    keep = st["keep"]
+    if keep is None or bool(keep.all()):
+        return None
+    return (~keep).expand_as(st["scaled"])
+
+
+def fill_mask(
+    *,
+    ignored: str | None = None,
+    inverted: str | None = None,
+    multiplied: str | None = None,
+    after_softmax: str | None = None,
+) -> Step:
+    """``s``: the scores with blocked keys filled with -inf. Each argument is the
+    verdict for one way of getting it wrong (None: not a mistake of this
+    exercise); each is possible only where the mask blocks something."""
+
+    def where_blocked(way):
+        return lambda st: None if _blocked(st) is None else way(st, _blocked(st))
+
+    def right(st):
+        blocked = _blocked(st)
+        if blocked is None:
+            return _with(st, s=st["scaled"])
+        return _with(st, s=st["scaled"].masked_fill(blocked, -math.inf))
+
+    ways = {
+        ignored: lambda st, blocked: _with(st, s=st["scaled"]),
+        inverted: (  # a row with nothing blocked is NaN (-inf) or even (finite)
+            lambda st, blocked: _with(st, s=st["scaled"].masked_fill(~blocked, -1e9)),
+            lambda st, blocked: _with(
+                st, s=st["scaled"].masked_fill(~blocked, -math.inf)
+            ),
+        ),
+        multiplied: lambda st, blocked: _with(st, s=st["scaled"] * ~blocked),
+        after_softmax: lambda st, blocked: _with(
+            st, s=st["scaled"], after=(~blocked).to(st["scaled"].dtype)
+        ),
+    }
+    wrong = {}
+    for verdict, way in ways.items():
+        if verdict is not None:
+            wrong[verdict] = (
+                tuple(where_blocked(w) for w in way)
+                if isinstance(way, tuple)
+                else where_blocked(way)
+            )
+    return Step(right=right, wrong=wrong)
+
+
+def softmax(wrong: dict[str, int]) -> Step:
+    """``p``: the softmax over the keys (dim -1), times ``after`` where a mask was
+    applied after it; ``wrong``: ``{verdict: the dim taken instead}``."""
+
+    def over(dim: int):
+        def way(st):
+            p = _softmax(st["s"], dim)
+            after = st.get("after")
+            return _with(st, p=p if after is None else p * after)
+
+        return way
+
+    return Step(
+        right=over(-1), wrong={verdict: over(dim) for verdict, dim in wrong.items()}
+    )
+
+
+def weigh(
+    *,
+    on_keys: str | None = None,
+    probs_transposed: str | None = None,
+    unmasked: str | None = None,
+) -> Step:
+    """``c = p @ v``. The verdicts: the keys weighed instead of the values; the
+    probs transposed (only where Tq == Tk); the values weighed by the unmasked
+    probs (only where the mask blocks something)."""
+
+    def transposed(st):
+        return None if st["p"].shape[-2] != st["p"].shape[-1] else st["p"].mT
+
+    def plain(st):
+        return None if _blocked(st) is None else _softmax(st["scaled"], -1)
+
+    ways = {
+        on_keys: lambda st: _with(st, c=st["p"] @ st["k"]),
+        probs_transposed: lambda st: (
+            None if transposed(st) is None else _with(st, c=transposed(st) @ st["v"])
+        ),
+        unmasked: lambda st: (
+            None if plain(st) is None else _with(st, c=plain(st) @ st["v"])
+        ),
+    }
+    return Step(
+        right=lambda st: _with(st, c=st["p"] @ st["v"]),
+        wrong={verdict: way for verdict, way in ways.items() if verdict is not None},
+    )
+
+
+def merge(no_transpose: str) -> Step:
+    """``c``: the heads' contexts (B, H, T, d) merged to (B, T, H * d); the verdict
+    for a reshape without the transpose (only where H > 1)."""
+
+    def merged(c: _Tensor, transpose: bool) -> _Tensor:
+        B, H, T, d = c.shape
+        return (c.transpose(1, 2) if transpose else c).reshape(B, T, H * d)
+
+    return Step(
+        right=lambda st: _with(st, c=merged(st["c"], True)),
+        wrong={
+            no_transpose: lambda st: (
+                None if st["c"].shape[1] == 1 else _with(st, c=merged(st["c"], False))
+            )
+        },
+    )

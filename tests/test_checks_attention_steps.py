@@ -1,0 +1,109 @@
+"""course.checks.attention_steps: attention's middle steps against torch's own
+attention, and each wrong way against the plain formula of its mistake."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from course.checks import attention_steps as steps
+from course.checks.mistaken import mistaken
+
+B, H, T, d = 2, 3, 4, 5
+
+
+def _start(keep):
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(B, H, T, d, generator=gen) for _ in range(3))
+    return {"q": q, "k": k, "v": v, "keep": keep}
+
+
+def _keep():
+    keep = torch.ones(B, 1, 1, T, dtype=torch.bool)
+    keep[1, ..., -2:] = False  # the second example's last two keys padded
+    return keep
+
+
+def _all_steps():
+    return [
+        steps.scale(d, {"none": 1.0, "by-d": float(d)}),
+        steps.fill_mask(
+            ignored="ignored",
+            inverted="inverted",
+            multiplied="multiplied",
+            after_softmax="after",
+        ),
+        steps.softmax({"queries": -2, "heads": 1}),
+        steps.weigh(on_keys="on-k", probs_transposed="p-t", unmasked="unmasked"),
+        steps.merge("mixed"),
+    ]
+
+
+def _right(start):
+    state = dict(start)
+    for step in _all_steps():
+        state = step.right(state)
+    return state
+
+
+def test_the_right_steps_are_torchs_attention():
+    start = _start(_keep())
+    want = F.scaled_dot_product_attention(
+        start["q"], start["k"], start["v"], attn_mask=start["keep"]
+    )  # (B, H, T, d)
+    got = _right(start)["c"]
+    assert torch.allclose(got, want.transpose(1, 2).reshape(B, T, H * d), atol=1e-5)
+    # control: without the merge's transpose the numbers differ
+    assert not torch.allclose(got, want.reshape(B, T, H * d), atol=1e-3)
+
+
+def test_each_wrong_way_gives_its_mistakes_numbers():
+    start = _start(_keep())
+    (singles, _pairs) = mistaken(start, _all_steps(), result=lambda st: st["c"])
+    q, k, v, keep = start["q"], start["k"], start["v"], start["keep"]
+
+    def merged(c):
+        return c.transpose(1, 2).reshape(B, T, H * d)
+
+    scores = q @ k.mT / math.sqrt(d)
+    unscaled = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=1.0)
+    assert torch.allclose(singles["none"][0], merged(unscaled), atol=1e-5)
+    ignored = torch.softmax(scores, -1) @ v
+    assert torch.allclose(singles["ignored"][0], merged(ignored), atol=1e-5)
+    assert torch.allclose(singles["unmasked"][0], merged(ignored), atol=1e-5)
+    after = (torch.softmax(scores, -1) * keep) @ v
+    assert torch.allclose(singles["after"][0], merged(after), atol=1e-5)
+    multiplied = torch.softmax(scores * keep, -1) @ v
+    assert torch.allclose(singles["multiplied"][0], merged(multiplied), atol=1e-5)
+    on_k = F.scaled_dot_product_attention(q, k, k, attn_mask=keep)
+    assert torch.allclose(singles["on-k"][0], merged(on_k), atol=1e-5)
+    right = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    assert torch.allclose(singles["mixed"][0], right.reshape(B, T, H * d), atol=1e-5)
+    # the inverted mask: the first example has nothing padded, so its rows are
+    # even (a finite fill) or NaN (-inf); the second attends only its padding
+    finite, nan = singles["inverted"]
+    assert torch.allclose(
+        finite[0], merged(v.mean(2, keepdim=True).expand(B, H, T, d))[0]
+    )
+    assert bool(nan[0].isnan().all()) and not bool(nan[1].isnan().any())
+
+
+def test_mask_mistakes_need_something_masked():
+    (singles, pairs) = mistaken(_start(None), _all_steps(), result=lambda st: st["c"])
+    for absent in ("ignored", "inverted", "multiplied", "after", "unmasked"):
+        assert absent not in singles
+    assert "none" in singles and "queries" in singles  # control
+    assert all("ignored" not in key for key in pairs)
+
+
+def test_one_head_has_no_merge_mistake_and_other_lengths_no_transposed_probs():
+    gen = torch.Generator().manual_seed(1)
+    start = {
+        "q": torch.randn(B, 1, 3, d, generator=gen),
+        "k": torch.randn(B, 1, T, d, generator=gen),
+        "v": torch.randn(B, 1, T, d, generator=gen),
+        "keep": None,
+    }
+    (singles, _pairs) = mistaken(start, _all_steps(), result=lambda st: st["c"])
+    assert "mixed" not in singles and "p-t" not in singles
+    assert "on-k" in singles  # control
