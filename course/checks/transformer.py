@@ -583,7 +583,7 @@ def _expect_memory(fn, *, B, H, T, nbytes) -> None:
             "attention_memory counts values, not bytes: multiply by bytes_per_value.",
             mistake="no-bytes",
         )
-    if got == B * H * T * nbytes:
+    if got in (B * H * T * nbytes, B * H * T * 2 * nbytes):  # T, or T * 2 for T ** 2
         fail(
             "attention_memory grows linearly in T; the attention matrix "
             "is (T, T), so it grows with T^2.",
@@ -606,6 +606,13 @@ def attention_memory_small(fn) -> None:
     _expect_memory(fn, B=2, H=12, T=128, nbytes=4)
 
 
+def _doubled(B: int, H: int, nbytes: int) -> tuple[int, ...]:
+    """The lengths T where T * 2 (for T ** 2) gives another mistake's number:
+    counting values (T = 2 * nbytes), 4 bytes assumed (T = nbytes / 2), no heads
+    (T = 2H), no batch (T = 2B)."""
+    return (2 * nbytes, nbytes // 2, 2 * H, 2 * B)
+
+
 def attention_memory_random(fn, seed: int) -> None:
     """Other sizes and dtypes."""
     verdicts = CaseVerdicts()
@@ -615,11 +622,19 @@ def attention_memory_random(fn, seed: int) -> None:
             # B, H, T and the bytes per value all differ (and T > H): where two are
             # equal, two mistakes (forgetting the heads or the batch, counting
             # values, growing linearly in T) give the same number, and the verdict
-            # could not say which. The first case is never float32, so that an
+            # could not say which; nor is T twice the bytes, half of them, twice
+            # H or twice B, where T * 2 written for T ** 2 gives what one of the
+            # other mistakes gives. The first case is never float32, so that an
             # answer which assumes 4 bytes per value fails on every seed.
             B = rng.randint(2, 4)
             nbytes = rng.choice([n for n in (2, 4, 8) if n != B and (i or n != 4)])
             heads = rng.choice([h for h in range(1, 17) if h not in (B, nbytes)])
-            T = rng.choice([t for t in range(heads + 1, 201) if t not in (B, nbytes)])
+            T = rng.choice(
+                [
+                    t
+                    for t in range(heads + 1, 201)
+                    if t not in (B, nbytes, *_doubled(B, heads, nbytes))
+                ]
+            )
             _expect_memory(fn, B=B, H=heads, T=T, nbytes=nbytes)
     verdicts.fail_if_any()
