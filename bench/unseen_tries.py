@@ -67,7 +67,22 @@ the 10 with two). Unnamed: a09_7 (T * 2 for T ** 2: the numbers shown, the
 mistake not named); a11_7 (the running denominator not rescaled); a13_2 (a mask
 laid along the queries, blamed on swapped inputs); of the pairs, only one mistake
 named in a05_6, a07_7, a09_4, a13_3, none in a06_6 and a08_6, and a10_7's "/ T"
-blamed on ">" instead of ">=". Nothing has been steered by this set yet.
+blamed on ">" instead of ">=". On 2026-12-06's later grader (each named since,
+the pairs by the shared attention steps wired into 08, 09 and 13): 58 of 58. A
+regression set now.
+
+``bench/unseen/student-7/`` holds 80 (20 correct in unusual forms, 40 with one
+mistake, 10 with two, 10 that raise on allowed inputs), written on 2026-12-06 by
+a fresh helper from the release notebooks and the spec alone (function cells
+only, so that the runner can judge each), and run once before any change they
+steered (on a grader whose 08, 09 and 13 already named two mistakes at once):
+20/20 correct at full marks; 59/60 wrong ones lost points (a06_3, which raises
+on attention_mask=None, lost only the visible cells: no hidden one tried the
+default); a reader counted 48 of the 60 named (80%; 39 of the 40 with one
+mistake, 7 of the 10 that raise, 2 of the 10 with two). Unnamed then: a13_4 (V
+from attn.key); a07_4's and a12_9's raises got a mask hint where no mask was
+involved; of the pairs, one mistake only in a03_5, a05_7, a07_8, a08_7, a10_5,
+a11_2, a13_8, none in a09_4. Named since (60 of 60), so a regression set now.
 """
 
 from __future__ import annotations

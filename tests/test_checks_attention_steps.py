@@ -80,12 +80,18 @@ def test_each_wrong_way_gives_its_mistakes_numbers():
     right = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
     assert torch.allclose(singles["mixed"][0], right.reshape(B, T, H * d), atol=1e-5)
     # the inverted mask: the first example has nothing padded, so its rows are
-    # even (a finite fill) or NaN (-inf); the second attends only its padding
-    finite, nan = singles["inverted"]
+    # even (a finite fill) or NaN (-inf); the second attends only its padding;
+    # -10000 added where a key may be attended leaves the first as unmasked
+    finite, nan, added = singles["inverted"]
     assert torch.allclose(
         finite[0], merged(v.mean(2, keepdim=True).expand(B, H, T, d))[0]
     )
     assert bool(nan[0].isnan().all()) and not bool(nan[1].isnan().any())
+    plus = torch.softmax(scores + keep.to(scores.dtype) * -10000.0, -1) @ v
+    assert torch.allclose(added, merged(plus), atol=1e-5)
+    # (up to float32's rounding of scores - 10000)
+    assert torch.allclose(added[0], merged(ignored)[0], atol=1e-3)
+    assert not torch.allclose(added[1], merged(ignored)[1], atol=1e-3)  # control
 
 
 def test_mask_mistakes_need_something_masked():

@@ -36,6 +36,20 @@ def test_a_mistake_named_twice_or_nothing_new_is_said_once():
     assert str(err) == "first." and err.mistakes == ("one",)
 
 
+def test_a_combined_verdict_adds_only_its_new_part_to_an_outer_one():
+    """A part's verdict that names two mistakes (an inner CaseVerdicts), one of
+    them named already: only the new one is said again."""
+    outer = CaseVerdicts()
+    with outer:
+        fail(i18n.N_("first.", mistake="one"))
+    with outer:
+        raise _verdict(("first.", "one"), ("second.", "two"))
+    with pytest.raises(CheckFailed) as err:
+        outer.fail_if_any()
+    assert str(err.value) == "first. Also: second."
+    assert err.value.mistakes == ("one", "two")
+
+
 def test_no_failure_no_verdict_and_a_shortcut_stops_at_once():
     CaseVerdicts().fail_if_any()  # nothing failed: nothing raised
     verdicts, tried = CaseVerdicts(), []

@@ -102,15 +102,25 @@ def test_cross_attention_io_and_by_hand_are_the_module_own_output():
     assert not bool(memory_mask.all())  # padding the mask must hide
     mask = memory_mask.bool()
     torch.testing.assert_close(check._module_context(attn, x, memory, mask), out)
-    by_hand = check._by_hand(attn, x, memory, memory, mask)
+    by_hand = _stepped(check._cross_steps(attn, x, memory, mask), mask)
     torch.testing.assert_close(by_hand.float(), out, atol=1e-5, rtol=1e-5)
     with torch.no_grad():
         torch.testing.assert_close(_cross(x, memory, attn, memory_mask), out)
 
 
+def _stepped(steps, mask, mask_way=None):
+    """The context the check's cross-attention steps give, done right, or with
+    ``mask_way`` for the mask step (the third)."""
+    state = {"keep": None if mask is None else mask[:, None, None, :]}
+    for i, step in enumerate(steps):
+        state = (mask_way if i == 2 and mask_way else step.right)(state)
+    return state["c"]
+
+
 def test_mask_on_queries_is_the_mask_added_along_the_queries():
-    """A memory mask laid along the queries (B, 1, Tk, 1), float32's min added
-    to the scores: padded query rows attend alike, the others as unmasked."""
+    """A memory mask laid along the queries (B, 1, Tk, 1), added as -10000 or as
+    float32's min, or filled in: padded query rows attend alike (or as unmasked,
+    up to float32's rounding of the sum), the others as unmasked."""
     attn, x, memory, memory_mask, _ = _translator_case(Tq=6, Tk=6)
     B, T, D = x.shape
     H = attn.num_attention_heads
@@ -124,12 +134,22 @@ def test_mask_on_queries_is_the_mask_added_along_the_queries():
             )
         )
         s = q @ k.mT / math.sqrt(q.shape[-1])
-        added = (1.0 - memory_mask[:, None, :, None].float()) * torch.finfo(
-            torch.float32
-        ).min
-        want = (torch.softmax(s + added, -1) @ v).transpose(1, 2).reshape(B, T, D)
-        got = check._mask_on_queries(attn, x, memory, memory_mask.bool())
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        pad = 1.0 - memory_mask[:, None, :, None].float()  # (B, 1, Tq, 1)
+
+        def added(fill):
+            p = torch.softmax(s + pad * fill, -1)
+            return (p @ v).transpose(1, 2).reshape(B, T, D)
+
+        mask = memory_mask.bool()
+        steps = check._cross_steps(attn, x, memory, mask)
+        by_1e4, by_fill, by_inf = (
+            _stepped(steps, mask, way) for way in check._on_queries(mask)
+        )
+    torch.testing.assert_close(by_1e4.float(), added(-10000.0), atol=1e-5, rtol=1e-5)
+    want = added(torch.finfo(torch.float32).min)
+    torch.testing.assert_close(by_fill.float(), want, atol=1e-5, rtol=1e-5)
+    rows = ~mask  # (B, Tq): the padded positions' query rows are NaN
+    assert bool(by_inf.isnan()[rows].all()) and not bool(by_inf.isnan()[~rows].any())
 
 
 def test_cross_attention_passes_and_names_each_mistake():

@@ -53,6 +53,18 @@ def test_one_wrong_step_then_two_from_different_steps():
     assert not any("negated" in k and "doubled" in k for k in pairs)
 
 
+def test_a_mistake_said_before_is_left_out_of_a_pair_s_verdict():
+    """With ``said`` (the keys an earlier verdict named), a pair that holds one of
+    them is said as its other mistake alone; its numbers stay the pair's."""
+    x = torch.tensor([1.0, 2.0])
+    doubled = N_("doubled", mistake="doubled")
+    steps = _steps()
+    steps[0] = Step(right=steps[0].right, wrong={doubled: lambda st: st})
+    _, pairs = mistaken({"x": x}, steps, result=lambda st: st["x"], said=("doubled",))
+    assert SHIFTED in pairs and torch.equal(pairs[SHIFTED][0], x - 1)
+    assert not any("Also" in k for k in pairs)
+
+
 def test_most_one_gives_the_singles_alone():
     tiers = mistaken({"x": torch.ones(1)}, _steps(), result=lambda st: st["x"], most=1)
     assert len(tiers) == 1

@@ -7,9 +7,11 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from course.checks import CheckFailed
 from course.checks import positions as check
+from course.checks.mistaken import mistaken
 
 
 def _sinusoidal(max_len, d_model, start=0):
@@ -221,9 +223,28 @@ def test_causal_attention_by_torch_is_the_shortcut():
         check.causal_attention_context(fused)
 
 
-def test_times_applies_every_wrong_probs():
-    """What a mistake's probs give as context: probs @ V, for one or several."""
-    p, V = torch.rand(2, 3, 3).double(), torch.rand(2, 3, 4).double()
-    torch.testing.assert_close(check._times(p, V), p @ V)
-    both = check._times((p, 2 * p), V)
-    assert isinstance(both, tuple) and torch.allclose(both[1], 2 * (p @ V))
+def test_causal_steps_done_right_are_torch_s_causal_attention():
+    """The steps a causal_attention verdict is made of, each done right, give
+    torch's causal attention; with the mask after the softmax and a scale by d
+    (two mistakes at once), the plain formula of both."""
+    Q, K, V = (torch.randn(2, 5, 4, dtype=torch.float64) for _ in range(3))
+    steps = [*check._causal_steps(5, 4), check._WEIGH]
+    state = {"q": Q, "k": K, "v": V, "keep": check._tril(5)}
+    for step in steps:
+        state = step.right(state)
+    torch.testing.assert_close(
+        state["c"], F.scaled_dot_product_attention(Q, K, V, is_causal=True)
+    )
+    tiers = mistaken(
+        {"q": Q, "k": K, "v": V, "keep": check._tril(5)},
+        steps,
+        result=lambda st: st["c"],
+    )
+    pair = next(
+        values
+        for verdict, values in tiers[1].items()
+        if set(verdict.mistakes) == {"by-d", "after-softmax"}
+    )
+    tril = torch.ones(5, 5).tril().double()
+    want = torch.softmax(Q @ K.mT / 4, -1) * tril @ V
+    assert any(torch.allclose(v, want) for v in pair)

@@ -235,6 +235,12 @@ def view_tq(x, memory):
     B, T, D = x.shape
     return memory.view(B, T, 2, D // 2)
 
+def none_mask(scores, mask=None):
+    return scores + mask[:, None]  # the default None indexed
+
+def whole_table(types, table):
+    return types[..., None] + table  # (B, T, 1) + (64, D): token types of 0, 1
+
 def mask_grew(scores, mask):
     B, H, T, _ = scores.shape
     return (scores + mask).reshape(B, H, T, T)
@@ -257,6 +263,8 @@ HALF = torch.randn(2, 4).half()
         ("03_head_slicing", "project_head", lambda x, W: torch.einsum("td,ed->te", x, W), [(2, 3, 4), (5, 4)], "einsum-no-ellipsis"),
         ("07_full_layer", "attention_block", CELL["mask_added"], [(2, 3, 4, 4), "mask"], "mask-dims"),
         ("09_build_a_transformer", "MultiHeadSelfAttention", CELL["mask_added"], [(2, 3, 4, 4), "mask"], "mask-dims"),
+        ("07_full_layer", "embeddings_forward", CELL["whole_table"], ["types", (64, 4)], "broadcast"),
+        ("06_manual_attention", "head_attention", CELL["none_mask"], [(2, 3)], "none-default"),
         (A, "attention_weights", CELL["permute_3d"], [(2, 3, 4, 5)] * 2, "permute-ndim"),
         (A, "softmax", CELL["dim_3"], [(4, 5)], "dim-from-front"),
         ("13_decoding", "greedy_generate", CELL["item_eos"], [(3, 7)], "item-on-batch"),
@@ -279,7 +287,11 @@ def test_an_error_the_answer_raised_names_its_mistake(
     general first step; a shape error with none of them on its line, the general
     broadcast hint."""
     monkeypatch.setenv("COURSE_LANG", lang)
-    masks = {"mask": torch.ones(2, 4), "mask3": torch.ones(3, 4, 4, dtype=torch.bool)}
+    masks = {
+        "mask": torch.ones(2, 4),
+        "mask3": torch.ones(3, 4, 4, dtype=torch.bool),
+        "types": torch.tensor([[0, 0, 1], [0, 1, 1]]),
+    }
     args = [
         x
         if isinstance(x, torch.Tensor | torch.nn.Module | int)

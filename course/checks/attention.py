@@ -34,7 +34,10 @@ from .oracles import (
     BY_HAND,
     BY_WIDTH,
     NO_SCALE,
+    OVER_QUERIES,
     PADDING_INVERTED,
+    PROBS_T,
+    SPLIT_NO_TRANSPOSE,
     Case,
     course_case,
     random_cases,
@@ -70,11 +73,6 @@ AS_IS = N_(
     "is, it lines up with the scores' last dims (query, key) instead of "
     "(batch, key). Make it (B, 1, 1, T) first.",
     mistake="not-broadcast",
-)
-PROBS_T = N_(
-    "context used the transposed probabilities: row i of probs is query i's "
-    "weights over the keys, so context = probs @ V, not probs.transpose(-2, -1) @ V.",
-    mistake="probs-transposed",
 )
 UNMASKED = N_(
     "context was computed from the probabilities before the mask was applied: "
@@ -129,11 +127,6 @@ HEAD_START_BY_COUNT = N_(
     "the head's rows start at head * num_attention_heads: head h owns rows h * d "
     "to (h + 1) * d of each projection, d the head size (attention_head_size).",
     mistake="head-start-by-count",
-)
-OVER_QUERIES = N_(
-    "the softmax runs over the queries (dim -2): each query's row of weights must "
-    "sum to 1 over the keys, the last dim.",
-    mistake="softmax-over-queries",
 )
 OVER_HEADS = N_(
     "the softmax runs over the heads (dim 1 of (B, H, T, T)): each query's weights "
@@ -192,10 +185,25 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
             )
         return _with(st, q=q, k=k, v=v)
 
+    def split_by_view(st):  # (B, T, D) viewed straight as (B, H, T, d)
+        if head is not None or 1 in (case.H, T):
+            return None
+        with torch.no_grad():
+            q, k, v = (
+                lin(case.hidden).view(B, case.H, T, d)
+                for lin in (
+                    case.self_attn.query,
+                    case.self_attn.key,
+                    case.self_attn.value,
+                )
+            )
+        return _with(st, q=q, k=k, v=v)
+
     project = Step(
         right=lambda st: st,
         wrong={
             HEAD_START_BY_COUNT: start_by_count,
+            SPLIT_NO_TRANSPOSE: split_by_view,
             NO_Q_BIAS: lambda st: _with(st, q=st["q"] - st["bq"]),
             NO_K_BIAS: lambda st: _with(st, k=st["k"] - st["bk"]),
             NO_BIASES: lambda st: _with(
@@ -336,7 +344,8 @@ def head_attention_mask(fn) -> None:
 
 
 def head_attention_random(fn, seed: int) -> None:
-    """Other models, layers, heads, batches, lengths and padding."""
+    """Other models, layers, heads, batches, lengths and padding; the last also
+    without a mask (attention_mask=None, the default)."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i, case in enumerate(random_cases(seed, sharpen=True)):  # a wrong scale shows
@@ -345,7 +354,14 @@ def head_attention_random(fn, seed: int) -> None:
         head = 1 if i == 0 and case.H > 1 else rng.randrange(case.H)
         with verdicts:
             _expect_head(fn, case, head=head, masked=True, part="all")
+    with verdicts:
+        _expect_head(fn, _unpadded(case), head=head, masked=False, part="all")
     verdicts.fail_if_any()
+
+
+def _unpadded(case: Case) -> Case:
+    """``case``'s model and tokens with no padding: what no mask means."""
+    return Case(case.model, case.layer, case.ids, torch.ones_like(case.mask))
 
 
 def _ext(fn, mask, dtype):
@@ -513,11 +529,14 @@ def multi_head_attention_mask(fn) -> None:
 
 
 def multi_head_attention_random(fn, seed: int) -> None:
-    """Other models, layers, batches, lengths and padding."""
+    """Other models, layers, batches, lengths and padding; the last also without
+    a mask (attention_mask=None, the default)."""
     verdicts = CaseVerdicts()
     for case in random_cases(seed, sharpen=True):  # a wrong scale shows
         with verdicts:
             _expect_mha(fn, case, True, "all")
+    with verdicts:
+        _expect_mha(fn, _unpadded(case), False, "all")
     verdicts.fail_if_any()
 
 

@@ -70,10 +70,13 @@ def fill_mask(
 
     ways = {
         ignored: lambda st, blocked: _with(st, s=st["scaled"]),
-        inverted: (  # a row with nothing blocked is NaN (-inf) or even (finite)
+        inverted: (  # a row with nothing blocked is NaN (-inf) or even (finite),
             lambda st, blocked: _with(st, s=st["scaled"].masked_fill(~blocked, -1e9)),
             lambda st, blocked: _with(
                 st, s=st["scaled"].masked_fill(~blocked, -math.inf)
+            ),
+            lambda st, blocked: _with(  # or, -10000 added, as it was
+                st, s=st["scaled"] + (~blocked).to(st["scaled"].dtype) * -10000.0
             ),
         ),
         multiplied: lambda st, blocked: _with(st, s=st["scaled"] * ~blocked),
@@ -140,19 +143,19 @@ def weigh(
     )
 
 
-def merge(no_transpose: str) -> Step:
+def merge(no_transpose: str | None = None) -> Step:
     """``c``: the heads' contexts (B, H, T, d) merged to (B, T, H * d); the verdict
-    for a reshape without the transpose (only where H > 1)."""
+    for a reshape without the transpose (only where H > 1; None: not a mistake of
+    this exercise)."""
 
     def merged(c: _Tensor, transpose: bool) -> _Tensor:
         B, H, T, d = c.shape
         return (c.transpose(1, 2) if transpose else c).reshape(B, T, H * d)
 
+    def unmerged(st: State) -> State | None:
+        return None if st["c"].shape[1] == 1 else _with(st, c=merged(st["c"], False))
+
     return Step(
         right=lambda st: _with(st, c=merged(st["c"], True)),
-        wrong={
-            no_transpose: lambda st: (
-                None if st["c"].shape[1] == 1 else _with(st, c=merged(st["c"], False))
-            )
-        },
+        wrong={} if no_transpose is None else {no_transpose: unmerged},
     )

@@ -91,22 +91,32 @@ class CaseVerdicts:
         first, *later = self.failures
         named = set(first.mistakes)
         parts = [str(first)]
-        for err in later:
+        kept = list(_parts(first))
+        for text, keys in (part for err in later for part in _parts(err)):
             if len(parts) > self.most:
                 break
-            if set(err.mistakes) - named:
-                parts.append(say(ALSO, verdict=str(err)))
-                named |= set(err.mistakes)
+            if set(keys) - named:  # a part of a combined verdict: only what is new
+                parts.append(say(ALSO, verdict=text))
+                kept.append((text, keys))
+                named |= set(keys)
         if len(parts) == 1:
             raise first
         keys = [k for err in self.failures for k in err.mistakes if k in named]
-        raise CheckFailed(with_keys(sentences(*parts), keys))
+        combined = CheckFailed(with_keys(sentences(*parts), keys))
+        combined.parts = kept
+        raise combined
 
 
-def both(first: str, second: str) -> str:
-    """One verdict naming two mistakes an answer makes at once: ``first``, then
-    "Also:" ``second`` (catalog sentences; both keys named)."""
-    return sentences(say(first), say(ALSO, verdict=say(second)))
+def _parts(err: CheckFailed) -> list[tuple[str, tuple[str, ...]]]:
+    """``[(verdict, its keys)]``: the verdicts a combined one was made of (its
+    first, then each "Also:"), or the verdict itself."""
+    return getattr(err, "parts", None) or [(str(err), err.mistakes)]
+
+
+def both(first: str, *others: str) -> str:
+    """One verdict naming the mistakes an answer makes at once: ``first``, then
+    "Also:" each of ``others`` (catalog sentences; every key named)."""
+    return sentences(say(first), *(say(ALSO, verdict=say(o)) for o in others))
 
 
 def fail(message: str, /, **fields) -> None:
@@ -213,6 +223,12 @@ HINTS = {
         "check that the dims you merge are next to each other.",
         mistake="reshape-size",
     ),
+    "'NoneType' object": N_(
+        " Hint: a value on that line is None: an optional argument left at its "
+        "default (a mask, say, where None means no mask). Check for None before "
+        "using it: if mask is not None: ...",
+        mistake="none-default",
+    ),
     "cannot be converted to type c10::Half": N_(
         " Hint: float16 holds numbers up to 65504 only, so a fill such as -1e9 "
         "cannot be stored in a float16 tensor. Fill with "
@@ -280,7 +296,8 @@ def _shapes(inputs: tuple) -> str:
 
 def _hint(error: str, inputs: tuple, code: str = "", ename: str = "") -> str:
     """The hint for what torch said (empty if none). For a shape error it answers
-    the situation present: a call given a mask, a ``.T`` on a batched tensor on
+    the situation present: a mask on the failing line of a call given one (token
+    types of 0 and 1 are no mask), a ``.T`` on a batched tensor on
     the failing line ``code``, a reduction there without ``keepdim``. An
     ``assert`` of the student's own gets the input shapes it refused."""
     if ename == "AssertionError" and code.startswith("assert"):
@@ -298,7 +315,7 @@ def _hint(error: str, inputs: tuple, code: str = "", ename: str = "") -> str:
     if reshaped and _grew(error) and any(map(_is_mask, inputs)):
         return say(MASK_GREW)
     if key == "must match the size of tensor b":
-        if any(map(_is_mask, inputs)):
+        if any(map(_is_mask, inputs)) and "mask" in code.lower():
             return say(MASK_BROADCAST)
         batched = any(getattr(v, "ndim", 0) > 2 for v in inputs)
         if batched and re.search(r"\.T\b", code):

@@ -436,7 +436,8 @@ def masked_softmax_random(fn, seed: int) -> None:
         with verdicts:
             shape = [rng.randint(1, 4) for _ in range(rng.randint(1, 2))]
             shape += [rng.randint(2, 9), rng.randint(2, 9)]
-            dtype = rng.choice([torch.float16, torch.float32, torch.float64])
+            dtypes = [torch.float16, torch.float32, torch.float64]
+            dtype = torch.float16 if i == 4 else rng.choice(dtypes)  # float16 once
             scale = 1e4 if dtype == torch.float16 else rng.choice([1.0, 1e3, 1e6])
             mask_shape = list(shape)
             mask_shape[rng.randrange(len(shape) - 2)] = 1  # broadcast over a batch dim
@@ -486,6 +487,16 @@ CONTEXT_NOT_RESCALED = N_(
     "it mixes terms of different scales. Multiply the context by the same exp(old "
     "max - new max) as the sum before adding a block.",
     mistake="context-not-rescaled",
+)
+
+
+#: The running context rescaled when the max grew, the running sum not.
+SUM_NOT_RESCALED = N_(
+    "the running sum (the softmax's denominator) was not rescaled when the running "
+    "max grew (the running context was): what earlier blocks added to it was taken "
+    "against a smaller max. Multiply the sum by the same exp(old max - new max) as "
+    "the context before adding a block.",
+    mistake="sum-not-rescaled",
 )
 
 
@@ -556,13 +567,13 @@ def _per_block(Q, K, V, *, chunk: int, mask=None) -> tuple[torch.Tensor, ...]:
 
 
 def _not_rescaled(
-    Q, K, V, *, chunk: int, mask=None, sum_too: bool = False
+    Q, K, V, *, chunk: int, mask=None, sum_too: bool = False, context_too=False
 ) -> tuple[torch.Tensor, ...]:
-    """The misconception: a running max, but the running context never rescaled
-    when it grows (nor the running sum, unless ``sum_too``: then the sum is right
-    and the context mixes terms taken against different maxima). With a mask, a
-    query whose blocks so far were all masked has a max of -inf: used as it is
-    (NaN), or replaced by 0 (a guard)."""
+    """The misconception: a running max, but the running context and sum never
+    rescaled when it grows (the sum is, with ``sum_too``: then the context mixes
+    terms taken against different maxima; the context is, with ``context_too``:
+    then the sum does). With a mask, a query whose blocks so far were all masked
+    has a max of -inf: used as it is (NaN), or replaced by 0 (a guard)."""
     outs = []
     for guard in (False, True) if mask is not None else (False,):
         peak = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=torch.float64)
@@ -577,6 +588,8 @@ def _not_rescaled(
             w = torch.exp(s - base)
             if sum_too:
                 mass = mass * torch.exp(old - base)
+            if context_too:
+                ctx = ctx * torch.exp(old - base)
             mass, ctx = mass + w.sum(-1, keepdim=True), ctx + w @ v
         outs.append(ctx / mass)
     return tuple(outs)
@@ -655,6 +668,9 @@ def _wrong(Q, K, V, *, chunk: int, mask=None) -> dict:
         wrong[NOT_RESCALED] = _not_rescaled(Q, K, V, chunk=chunk, mask=mask)
         wrong[CONTEXT_NOT_RESCALED] = _not_rescaled(
             Q, K, V, chunk=chunk, mask=mask, sum_too=True
+        )
+        wrong[SUM_NOT_RESCALED] = _not_rescaled(
+            Q, K, V, chunk=chunk, mask=mask, context_too=True
         )
         if mask is not None:
             first = torch.broadcast_to(mask, (*Q.shape[:-1], K.shape[-2]))

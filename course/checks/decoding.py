@@ -22,9 +22,11 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import CheckFailed, call, expect_close, expect_shape, expect_tensor, fail
+from . import attention_steps as steps_
 from .calls import CaseVerdicts
-from .compare import fail_mistaken, with_hint
+from .compare import fail_mistaken, is_close, with_hint
 from .lessons import FUSED_ATTENTION, Lesson
+from .mistaken import Step, mistaken
 from .oracles import NO_SCALE, additive_mask, eager_attention
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
@@ -51,6 +53,16 @@ VALUES_FROM_X = N_(
     "the values come from x: in cross-attention only the queries come from x "
     "(the decoder); keys and values both come from memory (the encoder's output).",
     mistake="values-from-x",
+)
+VALUES_BY_KEY = N_(
+    "the values were made with attn.key: each of Q, K and V has its own Linear, "
+    "and V is attn.value applied to memory.",
+    mistake="values-by-key",
+)
+VALUE_BIAS_MISSING = N_(
+    "the values are missing their bias: V = memory @ W_v.T + b_v, which calling "
+    "attn.value(memory) gives.",
+    mistake="value-no-bias",
 )
 MEMORY_MASK_IGNORED = N_(
     "memory_mask is ignored: padded source tokens must get no weight.",
@@ -248,99 +260,112 @@ def _module_context(attn, x, memory, mask: _Tensor | None, scale=True) -> _Tenso
         attn.scaling = saved
 
 
-def _cross_mistakes(attn, x, memory, mask: _Tensor | None) -> dict:
-    """``{mistake: what it returns}`` for one cross-attention call; ``mask`` the
-    memory mask as bool (B, Tk) or None."""
-    B, Tq, _ = x.shape
+def _cross_steps(attn, x, memory, mask: _Tensor | None) -> list[Step]:
+    """Cross-attention step by step from the module's own projections, with the
+    ways each step goes wrong; ``mask`` the memory mask as bool (B, Tk) or None.
+    A way is left out where its mistake would not give the right shape (inputs
+    swapped, or keys or values from x, where Tq != Tk)."""
+    B, Tq, D = x.shape
     Tk = memory.shape[1]
-    diagnose = {NO_SCALE: _module_context(attn, x, memory, mask, scale=False)}
-    if Tq == Tk:  # only then do swapped inputs give the right shape
-        diagnose[SWAPPED] = (
-            _module_context(attn, memory, x, mask),
-            _module_context(attn, memory, x, None),
-        )
-    if Tq == Tk:  # keys or values from x: only then is the shape right
-        for wrong, sources in (
-            (KEYS_FROM_X, (x, memory)),
-            (VALUES_FROM_X, (memory, x)),
-        ):
-            diagnose[wrong] = (
-                _by_hand(attn, x, *sources, mask),
-                _by_hand(attn, x, *sources, None),
-            )
-    # keys and values both from x: self-attention, of the right shape for any Tk
-    diagnose[SELF_ATTENTION] = (_by_hand(attn, x, x, x, None),) + (
-        (_by_hand(attn, x, x, x, mask),) if Tq == Tk else ()
-    )
-    if Tq > 1:
-        causal = torch.ones(Tq, Tk, dtype=torch.bool).tril()
-        full = torch.ones(B, Tk, dtype=torch.bool) if mask is None else mask
-        diagnose[CROSS_CAUSAL] = _module_context(
-            attn, x, memory, causal & full[:, None]
-        )
-    if mask is not None and not bool(mask.all()):
-        diagnose[MEMORY_MASK_IGNORED] = _module_context(attn, x, memory, None)
-        inverted = _cross_inverted(attn, x, memory, mask)
-        diagnose[MEMORY_MASK_INVERTED] = inverted
-        diagnose[MEMORY_MASK_MULTIPLIED] = _mask_multiplied(attn, x, memory, mask)
-        if Tq == Tk:  # only then does a mask on the queries' axis broadcast
-            diagnose[MASK_ON_QUERIES] = _mask_on_queries(attn, x, memory, mask)
-    return diagnose
-
-
-def _heads(attn, x, keys_from, values_from) -> tuple[_Tensor, _Tensor, _Tensor]:
-    """The module's projections split into heads, (B, H, T, d) each: the queries
-    from ``x``, the keys and values from the given inputs."""
-    B, H = x.shape[0], attn.num_attention_heads
+    H = attn.num_attention_heads
 
     def heads(linear, inputs):  # (B, T, D) -> (B, H, T, d)
-        return linear(inputs).view(B, inputs.shape[1], H, -1).transpose(1, 2)
+        with torch.no_grad():
+            return linear(inputs).view(B, inputs.shape[1], H, -1).transpose(1, 2)
 
-    with torch.no_grad():
-        return (
-            heads(attn.query, x),
-            heads(attn.key, keys_from),
-            heads(attn.value, values_from),
-        )
+    def project(queries_from, keys_from, values_from, values_by=attn.value):
+        def way(st):
+            q, k, v = (
+                heads(linear, inputs)
+                for linear, inputs in (
+                    (attn.query, queries_from),
+                    (attn.key, keys_from),
+                    (values_by, values_from),
+                )
+            )
+            if k.shape[-2] != Tk:  # keys from x: the memory mask cannot fit them
+                return {**st, "q": q, "k": k, "v": v, "keep": None}
+            return {**st, "q": q, "k": k, "v": v}
+
+        return way
+
+    same = Tq == Tk  # only then do swapped inputs keep the shape
+    projections = {
+        SELF_ATTENTION: project(x, x, x),
+        VALUES_BY_KEY: project(x, memory, memory, values_by=attn.key),
+        VALUE_BIAS_MISSING: project(
+            x, memory, memory, values_by=lambda m: F.linear(m, attn.value.weight)
+        ),
+    }
+    if same:
+        projections |= {
+            SWAPPED: project(memory, x, x),
+            KEYS_FROM_X: project(x, x, memory),
+            VALUES_FROM_X: project(x, memory, x),
+        }
+    fill = steps_.fill_mask(
+        ignored=MEMORY_MASK_IGNORED,
+        inverted=MEMORY_MASK_INVERTED,
+        multiplied=MEMORY_MASK_MULTIPLIED,
+    )
+    masks = dict(fill.wrong)
+
+    def causal(st):  # a causal mask as well: query i sees keys j <= i only
+        below = torch.ones(st["scaled"].shape[-2:], dtype=torch.bool).tril()
+        keep = below if st["keep"] is None else st["keep"] & below
+        return fill.right({**st, "keep": keep})
+
+    if Tq > 1:
+        masks[CROSS_CAUSAL] = causal
+    if same and mask is not None and not bool(mask.all()):
+        masks[MASK_ON_QUERIES] = _on_queries(mask)
+    return [
+        Step(right=project(x, memory, memory), wrong=projections),
+        steps_.scale(D // H, {NO_SCALE: 1.0}),
+        Step(right=fill.right, wrong=masks),
+        steps_.softmax({}),
+        steps_.weigh(),
+        steps_.merge(),
+    ]
 
 
-def _by_hand(attn, x, keys_from, values_from, mask: _Tensor | None) -> _Tensor:
-    """The module's projections, its queries from ``x`` and its keys and values
-    from the given inputs (B, Tk, D); ``mask`` bool (B, Tk) or None. (B, Tq, D)."""
-    B, Tq, D = x.shape
-    q, k, v = _heads(attn, x, keys_from, values_from)
+def _on_queries(mask: _Tensor) -> tuple:
+    """The ways of laying the memory mask (B, Tk) along the queries, (B, 1, Tk, 1),
+    for Tq = Tk: a padded position's query row gets one number added to all its
+    scores (which a softmax ignores, up to float32's rounding of the sum), or is
+    filled with it (a row of equal weights, or of NaN)."""
+    blocked = ~mask[:, None, :, None]  # (B, 1, Tq, 1)
+
+    def added(st):
+        return {**st, "s": st["scaled"] + blocked.to(st["scaled"].dtype) * -10000.0}
+
+    def filled(value):
+        return lambda st: {**st, "s": st["scaled"].masked_fill(blocked, value)}
+
+    return added, filled(-1e9), filled(-float("inf"))
+
+
+def _cross_tiers(attn, x, memory, mask: _Tensor | None) -> list[dict]:
+    """What cross-attention gives with one, then two, of the known mistakes."""
     keep = None if mask is None else mask[:, None, None, :]  # (B, 1, 1, Tk)
-    return eager_attention(q, k, v, keep).transpose(1, 2).reshape(B, Tq, D)
+    steps = _cross_steps(attn, x, memory, mask)
+    # three at once too: the steps are few and cheap (a project, a scale and a mask
+    # mistake: no scale, the mask inverted, no value bias, say)
+    return mistaken({"keep": keep}, steps, result=lambda st: st["c"], most=3)
 
 
-def _mask_multiplied(attn, x, memory, mask: _Tensor) -> _Tensor:
-    """The context when memory_mask multiplies the scores: a padded key scores 0,
-    as a key of zeros does, and keeps its weight. (B, Tq, D)."""
-    B, Tq, D = x.shape
-    q, k, v = _heads(attn, x, memory, memory)
-    k = k * mask[:, None, :, None]  # (B, H, Tk, d): the padded keys zeroed
-    return eager_attention(q, k, v).transpose(1, 2).reshape(B, Tq, D)
-
-
-def _mask_on_queries(attn, x, memory, mask: _Tensor) -> _Tensor:
-    """The context when the memory mask is laid along the queries (B, 1, Tk, 1)
-    and filled with the dtype's min: a padded position's query row is one constant
-    plus its scores, which rounds to a constant, so it attends to every key
-    alike (the mean of the values); the other rows are unmasked."""
-    with torch.no_grad():
-        plain = _module_context(attn, x, memory, None)  # (B, Tq, D)
-        uniform = attn.value(memory).mean(1, keepdim=True)  # (B, 1, D)
-        return torch.where(mask[..., None], plain, uniform)
-
-
-def _cross_inverted(attn, x, memory, mask: _Tensor) -> tuple:
-    """The module fed the mask the wrong way round; a row with no token left is
-    NaN (an -inf fill) or uniform (a finite one), as the student's fill makes it."""
-    finite = _module_context(attn, x, memory, ~mask)
-    empty = ~(~mask).any(dim=-1)  # (B,): rows with no padding left nothing
-    with_nan = finite.clone()
-    with_nan[empty] = float("nan")
-    return finite, with_nan
+def _one_per_key(got, attn, x, memory, memory_mask) -> str:
+    """Why an answer gave one context per key, (B, Tk, D): the inputs swapped, or,
+    for a single query, a memory mask laid along the queries, (B, 1, Tk, 1), which
+    broadcasts the scores to (B, H, Tk, Tk), each real position's row the
+    unmasked context (its padding added to a whole row, which a softmax ignores)."""
+    if x.shape[1] != 1 or memory_mask is None:
+        return SWAPPED
+    real = memory_mask.bool()  # (B, Tk)
+    plain = _module_context(attn, x, memory, None).expand_as(got)  # (B, Tk, D)
+    if is_close(got[real], plain[real], atol=1e-3, rtol=1e-3):  # float32 rounding
+        return MASK_ON_QUERIES
+    return SWAPPED
 
 
 def _expect_cross(
@@ -357,7 +382,7 @@ def _expect_cross(
     name = "cross_attention(x, memory, attn, memory_mask)"
     got = expect_tensor(got, name)
     if Tq != Tk and tuple(got.shape) == (B, Tk, D):
-        fail_mistaken(name, SWAPPED)
+        fail_mistaken(name, _one_per_key(got, attn, x, memory, memory_mask))
     expect_shape(got, (B, Tq, D), name, N_("One context per query: (B, Tq, D)."))
     if shape_only:
         return
@@ -366,7 +391,7 @@ def _expect_cross(
         got,
         _module_context(attn, x, memory, mask) if want is None else want,
         name,
-        diagnose=lambda: _cross_mistakes(attn, x, memory, mask),
+        diagnose=lambda: _cross_tiers(attn, x, memory, mask),
         what=say("the cross-attention module's own output"),
     )
 
@@ -403,6 +428,17 @@ def cross_attention_translator(fn) -> None:
         _expect_cross(fn, attn, x, memory, memory_mask, want=out)
 
 
+def _with_biases(model, seed: int):
+    """``model`` with every Linear's bias drawn (BERT's init leaves them 0, where
+    an answer that drops a bias would pass)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and module.bias is not None:
+                module.bias.copy_(0.5 * torch.randn(module.bias.shape, generator=gen))
+    return model
+
+
 def cross_attention_random(fn, seed: int) -> None:
     """Other random encoder-decoders (heads, sizes), lengths and padding; equal
     source and target lengths too."""
@@ -410,11 +446,14 @@ def cross_attention_random(fn, seed: int) -> None:
     rng = random.Random(seed)
     for case in range(3):  # the first: equal lengths, where a swap keeps the shape
         with verdicts:
-            model = models.tiny_encoder_decoder(
-                seed=rng.randint(0, 999),
-                num_layers=1,
-                num_heads=rng.choice([1, 2, 3]),
-                head_size=rng.choice([4, 8]),
+            model = _with_biases(
+                models.tiny_encoder_decoder(
+                    seed=rng.randint(0, 999),
+                    num_layers=1,
+                    num_heads=rng.choice([1, 2, 3]),
+                    head_size=rng.choice([4, 8]),
+                ),
+                seed,
             )
             Tk = rng.randint(3, 9)
             Tq = Tk if case == 0 else rng.randint(1, 9)
@@ -473,9 +512,11 @@ def _wrong_axis_shapes(B: int, H: int, total: int, d: int, t: int) -> set:
     } - {(B, H, total, d)}
 
 
-def _expect_step(fn, q, k, v, cache, K_all, V_all, label: str):
+def _expect_step(fn, q, k, v, cache, K_all, V_all, label: str, verdicts):
     """One call of ``fn(q, k, v, cache)`` against torch's causal attention over
-    every token so far (``K_all``, ``V_all``); returns the student's new cache."""
+    every token so far (``K_all``, ``V_all``); returns the student's new cache.
+    A wrong context or cache goes to ``verdicts`` (a CaseVerdicts), so that the
+    steps after it are judged too; a wrong shape fails at once."""
     B, H, t, d = q.shape
     total, past = K_all.shape[-2], K_all.shape[-2] - t
     with LESSONS["cached_attention"].enforced():
@@ -502,23 +543,27 @@ def _expect_step(fn, q, k, v, cache, K_all, V_all, label: str):
             attn_mask=torch.arange(total)[None, :]
             <= torch.arange(past, total)[:, None],
         )
-    expect_close(
-        context,
-        want,
-        name,
-        diagnose=_step_mistakes(q, K_all, V_all, past),
-        what=say("torch's causal attention over every token so far"),
-    )
-    for part, right, what in zip(new_cache, (K_all, V_all), "KV", strict=True):
+    with verdicts:
         expect_close(
-            part,
-            right,
-            say("the cached {what} after {label}", what=what, label=label),
-            diagnose={
-                PREPENDED: torch.cat([right[..., past:, :], right[..., :past, :]], -2)
-            },
-            what=say("every token's keys and values so far, in order"),
+            context,
+            want,
+            name,
+            diagnose=_step_mistakes(q, K_all, V_all, past),
+            what=say("torch's causal attention over every token so far"),
         )
+    for part, right, what in zip(new_cache, (K_all, V_all), "KV", strict=True):
+        with verdicts:
+            expect_close(
+                part,
+                right,
+                say("the cached {what} {label}", what=what, label=label),
+                diagnose={
+                    PREPENDED: torch.cat(
+                        [right[..., past:, :], right[..., :past, :]], -2
+                    )
+                },
+                what=say("every token's keys and values so far, in order"),
+            )
     return new_cache
 
 
@@ -528,6 +573,7 @@ def _run_steps(fn, chunks: list[int], B: int, H: int, d: int, seed: int) -> None
     T = sum(chunks)
     Q, K, V = (torch.randn(B, H, T, d, generator=gen) for _ in range(3))
     cache, start = None, 0
+    verdicts = CaseVerdicts()  # no causal mask, and the cache out of order: both
     for step, t in enumerate(chunks):
         end = start + t
         label = (
@@ -540,17 +586,23 @@ def _run_steps(fn, chunks: list[int], B: int, H: int, d: int, seed: int) -> None
                 past=start,
             )
         )
-        cache = _expect_step(
-            fn,
-            Q[..., start:end, :],
-            K[..., start:end, :],
-            V[..., start:end, :],
-            cache,
-            K[..., :end, :],
-            V[..., :end, :],
-            label,
-        )
+        given, cache = cache, None
+        with verdicts:  # a wrong shape: no later step can be judged
+            cache = _expect_step(
+                fn,
+                Q[..., start:end, :],
+                K[..., start:end, :],
+                V[..., start:end, :],
+                given,
+                K[..., :end, :],
+                V[..., :end, :],
+                label,
+                verdicts,
+            )
+        if cache is None:
+            break
         start = end
+    verdicts.fail_if_any()
 
 
 def cached_attention_prefill(fn) -> None:
@@ -914,12 +966,16 @@ def _separated(logits: _Tensor, temperature: float) -> bool:
     return all(_distance(p, want) > 3 * TOLERANCE for p in wrong)
 
 
-def _expect_distribution(fn, logits: _Tensor, temperature: float, seed: int) -> None:
-    """DRAWS draws of each row against softmax(logits / temperature)."""
+def _expect_distribution(
+    fn, logits: _Tensor, temperature: float, seed: int, column: bool = False
+) -> None:
+    """DRAWS draws of each row against softmax(logits / temperature); ``column``:
+    a (B, 1) column of draws is judged as its (B,) tokens."""
     rows, vocab = logits.shape
     name = say("sample_next(logits, {t}, generator)", t=temperature)
     many = logits.repeat_interleave(DRAWS, dim=0)  # (rows * DRAWS, vocab)
-    got = _frequencies(_draw(fn, many, temperature, seed, name), rows, vocab)
+    drawn = _draw(fn, many, temperature, seed, name, column=column)
+    got = _frequencies(drawn, rows, vocab)
     want = torch.softmax(logits.double() / temperature, dim=-1)
     if _distance(got, want) <= TOLERANCE:
         return
@@ -994,6 +1050,14 @@ def sample_next_random(fn, seed: int) -> None:
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
+    with verdicts:  # the shape first: the draws below are judged whatever it is
+        _draw(
+            fn,
+            _spread_logits(3, 5, gen),
+            1.0,
+            0,
+            "sample_next(logits, 1.0, generator)",
+        )
     for _ in range(2):
         with verdicts:
             logits = _spread_logits(rng.randint(1, 3), rng.randint(4, 9), gen)
@@ -1001,7 +1065,9 @@ def sample_next_random(fn, seed: int) -> None:
             while not _separated(logits, temperature):  # e.g. 4 tokens at 0.4: argmax
                 logits = _spread_logits(rng.randint(1, 3), rng.randint(4, 9), gen)
                 temperature = rng.choice([0.4, 0.6, 1.8, 2.5])
-            _expect_distribution(fn, logits, temperature, seed=rng.randint(0, 999))
+            _expect_distribution(
+                fn, logits, temperature, seed=rng.randint(0, 999), column=True
+            )
     with verdicts:
         _expect_argmax(fn, _spread_logits(rng.randint(2, 6), rng.randint(3, 20), gen))
     # 200 rows: two generators agree on them all by chance with p < 1e-20 (40 rows

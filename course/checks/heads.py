@@ -15,7 +15,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail, given
-from .calls import CaseVerdicts
+from .calls import CaseVerdicts, both
 from .lessons import Lesson
 from .oracles import sample_qk
 
@@ -203,6 +203,15 @@ def head_params_random(fn, seed: int) -> None:
     verdicts.fail_if_any()
 
 
+NO_BIAS = N_("the bias is missing: y = x @ W_h.T + b_h.", mistake="no-bias")
+PROJECTED_BY_COLUMNS = N_(
+    "x @ W[:, h*d:(h+1)*d] takes the head's block of columns, as if y = x W: "
+    "Linear computes x @ W.T, so head h owns the rows h*d:(h+1)*d of W, and "
+    "y_h = x @ W_h.T + b_h.",
+    mistake="weight-columns",
+)
+
+
 def _expect_projection(fn, x, linear, *, head, d) -> None:
     with torch.no_grad():
         full = linear(x)  # (..., T, H*d)
@@ -220,20 +229,26 @@ def _expect_projection(fn, x, linear, *, head, d) -> None:
                     err=err,
                 )
             raise
+    W = linear.weight.detach()
+    columns = W[:, head * d : (head + 1) * d]  # (D, d) where W is square
     diagnose = {
-        say("the bias is missing: y = x @ W_h.T + b_h.", mistake="no-bias"): x @ W_h.T,
+        NO_BIAS: x @ W_h.T,
         say(
             "x @ W_h without .T: Linear stores W as (out, in).",
             mistake="weight-no-transpose",
         ): (x @ W_h + b_h) if W_h.shape[0] == W_h.shape[1] else want * 0 - 1,
     }
+    pairs = {}
+    if W.shape[0] == W.shape[1]:  # else x @ W[:, cols] does not fit x
+        diagnose[PROJECTED_BY_COLUMNS] = x @ columns + b_h
+        pairs[both(PROJECTED_BY_COLUMNS, NO_BIAS)] = x @ columns
     if head:
         diagnose[HEAD0_BIAS] = x @ W_h.T + linear.bias.detach()[:d]
     expect_close(
         got,
         want,
         f"project_head(x, linear, {head}, {d})",
-        diagnose=diagnose,
+        diagnose=[diagnose, pairs],
         what=say("the layer's own output for that head"),
     )
 

@@ -19,6 +19,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import (
+    CheckFailed,
     call,
     equal,
     expect_close,
@@ -29,6 +30,7 @@ from . import (
 )
 from .calls import CaseVerdicts, both, call_naming
 from .lessons import FUSED_ATTENTION, Lesson
+from .mistaken import Step, mistaken
 from .oracles import (
     BY_WIDTH,
     NO_SCALE,
@@ -43,7 +45,7 @@ def _expect_embeddings(fn, case: Case) -> None:
     emb = case.model.embeddings
     args = (case.ids, case.types, emb)
     with LESSONS["embeddings_forward"].enforced(args):
-        got = twice(fn, args, "embeddings_forward")
+        got = _whole_table_named(fn, args, emb.position_embeddings.num_embeddings)
     want = case.states[0]
     expect_shape(got, want.shape, "embeddings_forward(...)", "(B, T, D).")
     with torch.no_grad():
@@ -55,6 +57,30 @@ def _expect_embeddings(fn, case: Case) -> None:
         diagnose=diagnose,
         what=say("the model's hidden_states[0]"),
     )
+
+
+WHOLE_TABLE = N_(
+    "embeddings_forward added the whole position table, all {rows} rows of it, "
+    "to {T} tokens: the positions are 0 to T - 1, "
+    "position_embeddings(torch.arange(T)), the first T rows. {verdict}",
+    mistake="whole-position-table",
+)
+
+
+def _whole_table_named(fn, args, rows: int):
+    """The student's embeddings; where a sum fails on a size that is the position
+    table's length, the verdict says the whole table was added."""
+    try:
+        return twice(fn, args, "embeddings_forward")
+    except CheckFailed as err:
+        T = args[0].shape[1]
+        if (
+            f"({rows})" in str(err)
+            and "must match the size of tensor b" in str(err)
+            and rows != T
+        ):
+            fail(WHOLE_TABLE, verdict=str(err), rows=rows, T=T)
+        raise
 
 
 def _wrong_embeddings(case: Case) -> dict:
@@ -219,33 +245,61 @@ def _expect_feed_forward(fn, case: Case) -> None:
         got = twice(fn, args, "feed_forward")
     with torch.no_grad():
         want = case.after
-        up, down, ln = (
-            layer.intermediate.dense,
-            layer.output.dense,
-            layer.output.LayerNorm,
-        )
-
-        def ff(act):
-            return down(act(up(x)))
-
-        diagnose = {
-            SCALED: ln(ff(F.gelu) / _keep(case) + x),
-            RELU: ln(ff(F.relu) + x),
-            TANH_GELU: ln(ff(lambda v: F.gelu(v, approximate="tanh")) + x),
-            FF_RESIDUAL: ln(ff(F.gelu)),
-            AFTER_LN: ln(ff(F.gelu)) + x,
-            PRE_LN: x + down(F.gelu(up(ln(x)))),
-            FRESH_LN: _fresh_norm(ff(F.gelu) + x),
-            OTHER_LN: layer.attention.output.LayerNorm(ff(F.gelu) + x),
-        }
     expect_close(
         got,
         want,
         "feed_forward(...)",
-        diagnose=diagnose,
+        diagnose=lambda: _wrong_feed_forwards(case),
         what=say("the layer's output"),
         atol=2e-4,
     )
+
+
+def _wrong_feed_forwards(case: Case) -> list[dict]:
+    """What the feed-forward sublayer gives with one, then two, known mistakes:
+    the activation, the sublayer's scale, and where the residual and the norm go."""
+    layer, x = case.block, case.attn_out
+    up, down, ln = (
+        layer.intermediate.dense,
+        layer.output.dense,
+        layer.output.LayerNorm,
+    )
+
+    def act(fn):
+        return lambda st: {**st, "act": fn}
+
+    def sub(keep: float):
+        return lambda st: {**st, "sub": down(st["act"](up(x))) / keep}
+
+    def out(arrange):
+        return lambda st: {**st, "out": arrange(st)}
+
+    steps = [
+        Step(
+            right=act(F.gelu),
+            wrong={
+                RELU: act(F.relu),
+                TANH_GELU: act(lambda v: F.gelu(v, approximate="tanh")),
+            },
+        ),
+        Step(right=sub(1.0), wrong={SCALED: sub(_keep(case))}),
+        Step(
+            right=out(lambda st: ln(st["sub"] + x)),
+            wrong={
+                FF_RESIDUAL: out(lambda st: ln(st["sub"])),
+                AFTER_LN: out(lambda st: ln(st["sub"]) + x),
+                PRE_LN: out(lambda st: x + down(st["act"](up(ln(x))))),
+                FRESH_LN: tuple(  # at BERT's eps, or at torch's
+                    out(lambda st, i=i: _fresh_norm(st["sub"] + x)[i]) for i in range(2)
+                ),
+                OTHER_LN: out(
+                    lambda st: layer.attention.output.LayerNorm(st["sub"] + x)
+                ),
+            },
+        ),
+    ]
+    with torch.no_grad():
+        return mistaken({}, steps, result=lambda st: st["out"])
 
 
 def feed_forward_values(fn) -> None:
@@ -332,34 +386,27 @@ def _expect_encoder(fn, case: Case, masked: bool = True) -> None:
             count=L + 1,
             type_name=type(got).__name__,
         )
+    verdicts = CaseVerdicts()  # the embeddings left out, and a wrong layer: both
+    first = 0  # the hidden state got[0] is
     if len(got) == L:
-        fail(
-            "bert_encoder returned {L} tensors; hidden_states has L + 1 "
-            "= {count}: the embedding output comes first.",
-            mistake="no-embeddings",
-            L=L,
-            count=L + 1,
-        )
-    if len(got) != L + 1:
+        with verdicts:
+            fail(
+                "bert_encoder returned {L} tensors; hidden_states has L + 1 "
+                "= {count}: the embedding output comes first.",
+                mistake="no-embeddings",
+                L=L,
+                count=L + 1,
+            )
+        first = 1  # judged as the layers' outputs it holds
+    elif len(got) != L + 1:
         fail(
             "bert_encoder returned {got} tensors; it should return L + 1 = {count}.",
             got=len(got),
             count=L + 1,
         )
-    with torch.no_grad():
-        unmasked = model(input_ids=case.ids, token_type_ids=case.types).hidden_states
-    for i, (g, want) in enumerate(zip(got, case.states, strict=True)):
-        diagnose = (
-            {
-                say(
-                    "the attention mask was not passed on: padded tokens are "
-                    "attended to.",
-                    mistake="mask-not-passed",
-                ): unmasked[i]
-            }
-            if bool((case.mask == 0).any())
-            else {}
-        )
+    wrong = _wrong_encoders(case)
+    for i, g in enumerate(got, start=first):
+        diagnose = {mistake: states[i] for mistake, states in wrong.items()}
         if i >= 2:  # layer i - 1 fed the embeddings, not layer i - 2's output
             with torch.no_grad():
                 layer = model.encoder.layer[i - 1]
@@ -367,15 +414,41 @@ def _expect_encoder(fn, case: Case, masked: bool = True) -> None:
             diagnose[EVERY_LAYER_FED_EMBEDDINGS] = (
                 fed[0] if isinstance(fed, tuple) else fed
             )
-        expect_close(
-            g,
-            want,
-            f"bert_encoder(...)[{i}]",
-            diagnose=diagnose,
-            what=say("the model's hidden_states[{i}]", i=i),
-            atol=3e-4,
-            rtol=3e-4,
-        )
+        with verdicts:
+            expect_close(
+                g,
+                case.states[i],
+                f"bert_encoder(...)[{i - first}]",
+                diagnose=diagnose,
+                what=say("the model's hidden_states[{i}]", i=i),
+                atol=3e-4,
+                rtol=3e-4,
+            )
+    verdicts.fail_if_any()
+
+
+def _wrong_encoders(case: Case) -> dict:
+    """``{mistake: hidden states}``: the model run without the mask (where one
+    pads something), and with every token type 0 (where some are 1)."""
+    model, wrong = case.model, {}
+    with torch.no_grad():
+        if bool((case.mask == 0).any()):
+            wrong[MASK_NOT_PASSED] = model(
+                input_ids=case.ids, token_type_ids=case.types
+            ).hidden_states
+        if case.types is not None and bool(case.types.any()):
+            wrong[TYPE_ZERO] = model(
+                input_ids=case.ids,
+                token_type_ids=torch.zeros_like(case.types),
+                attention_mask=case.mask,
+            ).hidden_states
+    return wrong
+
+
+MASK_NOT_PASSED = N_(
+    "the attention mask was not passed on: padded tokens are attended to.",
+    mistake="mask-not-passed",
+)
 
 
 def bert_encoder_length(fn) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from itertools import combinations, product
 from typing import Any
 
+from ..i18n import mistakes_of
 from .calls import both
 
 State = dict[str, Any]
@@ -66,6 +67,7 @@ def mistaken(
     *,
     result: Callable[[State], Any],
     most: int = 2,
+    said: tuple[str, ...] = (),
 ) -> list[dict[str, tuple]]:
     """What an answer gives with one wrong step, then with two.
 
@@ -78,13 +80,17 @@ def mistaken(
     result : callable
         ``result(final_state)``: the value a check compares (a tensor).
     most : int
-        The most wrong steps in one answer (1 or 2).
+        The most wrong steps in one answer (1, 2 or 3).
+    said : tuple of str
+        The keys of mistakes an earlier verdict on the same answer has named
+        (e.g. the probs', before the output's): a combination's verdict leaves
+        them out, so that it names only what is new.
 
     Returns
     -------
     list of dict
         ``[{verdict: (value, ...)}, ...]``: tier ``n - 1`` holds the answers with
-        ``n`` wrong steps.
+        ``n`` wrong steps (a verdict of several: :func:`~course.checks.calls.both`).
     """
     tiers: list[dict[str, tuple]] = []
     for n in range(1, most + 1):
@@ -99,7 +105,14 @@ def mistaken(
                 if state is None:
                     continue
                 verdicts = [verdict for verdict, _ in chosen]
-                key = verdicts[0] if n == 1 else both(*verdicts)
+                new = [v for v in verdicts if not _named(v, said)] or verdicts
+                key = new[0] if len(new) == 1 else both(*new)
                 tier.setdefault(key, []).append(result(state))
         tiers.append({key: tuple(values) for key, values in tier.items()})
     return tiers
+
+
+def _named(verdict: str, said: tuple[str, ...]) -> bool:
+    """Whether every mistake ``verdict`` names is among the keys ``said``."""
+    keys = mistakes_of(verdict)
+    return bool(keys) and set(keys) <= set(said)

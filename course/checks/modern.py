@@ -12,6 +12,7 @@ mistake changes.
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import random
 
@@ -25,7 +26,7 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import call, expect_close, expect_equal, expect_shape, fail
-from .calls import CaseVerdicts, both
+from .calls import CaseVerdicts, both, call_naming
 from .compare import expect_bool_mask, fail_mistaken
 from .lessons import FUSED_ATTENTION, KV_SHARING, ROTARY_CODE, Lesson
 from .oracles import NO_SCALE, additive_mask, eager_attention
@@ -396,14 +397,34 @@ def _gqa(Q, K, V, mask, *, scale=True, tiled=False) -> _Tensor:
     return eager_attention(Q, K, V, mask, scale=scale)
 
 
+#: Where a call with 1 < H_kv < H fails: only there do the heads not broadcast.
+NOT_SHARED = N_(
+    "grouped_query_attention fails with {H_kv} K/V heads for {H} query heads: K "
+    "and V must first have one head per query head, each K/V head repeated for "
+    "the g = H / H_kv query heads it serves (repeat_interleave(g, dim=1)); only "
+    "where H_kv is 1 or H do the heads broadcast as they are. {verdict}",
+    mistake="kv-not-repeated",
+)
+
+
 def _expect_gqa(fn, Q, K, V, mask, *, want=None, project=None) -> None:
     """Compare ``fn(Q, K, V, mask)`` (then ``project``, if given) with ``want``
     (default: transformers' eager attention with ``repeat_kv``)."""
     B, H, T, d = Q.shape
+    H_kv = K.shape[1]
     with LESSONS["grouped_query_attention"].enforced():
-        got = call(
-            fn, Q.clone(), K.clone(), V.clone(), mask, name="grouped_query_attention"
-        )
+        args = (Q.clone(), K.clone(), V.clone(), mask)
+        if 1 < H_kv < H:  # only there do the heads not broadcast
+            got = call_naming(
+                fn,
+                *args,
+                name="grouped_query_attention",
+                case=NOT_SHARED,
+                H=H,
+                H_kv=H_kv,
+            )
+        else:
+            got = call(fn, *args, name="grouped_query_attention")
     name = "grouped_query_attention(Q, K, V, mask)"
     expect_shape(
         got, (B, H, T, d), name, N_("One context per query head: (B, H, T, d).")
@@ -536,7 +557,7 @@ def attention_io(model, ids: _Tensor) -> list[tuple]:
 
 
 def _layer_variant(attn, hidden: _Tensor, **change) -> _Tensor:
-    """A ModernBERT attention module's output with one thing changed: ``theta``
+    """A ModernBERT attention module's output with things changed: ``theta``
     (the rotary base), ``windowed`` (apply the window or not), ``rotate_v``,
     ``rotate_k``, ``scale``, ``interleaved`` (GPT-J's and Llama's pairs),
     ``heads_first`` (Wqkv's output read as (H, 3, d)), ``whole_window``
@@ -566,34 +587,35 @@ def _layer_variant(attn, hidden: _Tensor, **change) -> _Tensor:
 
 
 def _layer_mistakes(attn, hidden: _Tensor) -> list[dict[str, _Tensor]]:
-    """One mistake's outputs, then two mistakes' (a tier each)."""
+    """One mistake's outputs, then two mistakes' (a tier each): every two of them
+    that change different parts of the layer."""
     config = attn.config
     kind = config.layer_types[attn.layer_idx]
     other = "full_attention" if kind == "sliding_attention" else "sliding_attention"
     T = hidden.shape[1]
-    diagnose = {
-        ROPE_ON_V: _layer_variant(attn, hidden, rotate_v=True),
-        K_NOT_ROTATED: _layer_variant(attn, hidden, rotate_k=False),
-        NO_SCALE: _layer_variant(attn, hidden, scale=False),
-        INTERLEAVED: _layer_variant(attn, hidden, interleaved=True),
+    ways = {  # mistake -> what it changes (_layer_variant's arguments)
+        ROPE_ON_V: {"rotate_v": True},
+        K_NOT_ROTATED: {"rotate_k": False},
+        NO_SCALE: {"scale": False},
+        INTERLEAVED: {"interleaved": True},
     }
     if config.num_attention_heads > 1:  # with one head both layouts are the same
-        diagnose[QKV_HEADS_FIRST] = _layer_variant(attn, hidden, heads_first=True)
+        ways[QKV_HEADS_FIRST] = {"heads_first": True}
     thetas = config.rope_parameters
     if thetas[other]["rope_theta"] != thetas[kind]["rope_theta"]:
-        diagnose[WRONG_THETA] = _layer_variant(
-            attn, hidden, theta=thetas[other]["rope_theta"]
-        )
+        ways[WRONG_THETA] = {"theta": thetas[other]["rope_theta"]}
     if T > config.local_attention // 2 + 1:  # else the window blocks nothing
-        windowed = {WINDOW_ON_GLOBAL: True, NO_WINDOW: False}
-        message = WINDOW_ON_GLOBAL if kind == "full_attention" else NO_WINDOW
-        diagnose[message] = _layer_variant(attn, hidden, windowed=windowed[message])
-    pairs = {}
-    if kind == "sliding_attention" and T > config.local_attention // 2 + 1:
-        diagnose[WHOLE_WINDOW] = _layer_variant(attn, hidden, whole_window=True)
-        pairs[both(ROPE_ON_V, WHOLE_WINDOW)] = _layer_variant(
-            attn, hidden, whole_window=True, rotate_v=True
-        )
+        if kind == "full_attention":
+            ways[WINDOW_ON_GLOBAL] = {"windowed": True}
+        else:
+            ways[NO_WINDOW] = {"windowed": False}
+            ways[WHOLE_WINDOW] = {"whole_window": True}
+    diagnose = {m: _layer_variant(attn, hidden, **kw) for m, kw in ways.items()}
+    pairs = {
+        both(a, b): _layer_variant(attn, hidden, **ways[a], **ways[b])
+        for a, b in itertools.combinations(ways, 2)
+        if not {"windowed", "whole_window"} <= {*ways[a], *ways[b]}
+    }
     return [diagnose, pairs]
 
 
@@ -606,7 +628,7 @@ def _expect_layer(fn, attn, hidden: _Tensor, want: _Tensor) -> None:
         got,
         want,
         name,
-        diagnose=_layer_mistakes(attn, hidden),
+        diagnose=lambda: _layer_mistakes(attn, hidden),
         what=say("the ModernBERT layer's own attention output"),
     )
 

@@ -11,8 +11,9 @@
   attention (``eager_attention_forward``, with ``repeat_kv``) for Q, K, V and a
   bool mask, the oracle where a check has Q, K and V but no module;
 * the sentences the checks of several notebooks say (:data:`NO_SCALE`,
-  :data:`BY_WIDTH`, :data:`BY_LENGTH`, :data:`PADDING_INVERTED`, :data:`PER_BLOCK`, :data:`FUSED`,
-  :data:`BY_HAND`): a notebook's checks import no other notebook's.
+  :data:`BY_WIDTH`, :data:`BY_LENGTH`, :data:`PADDING_INVERTED`,
+  :data:`OVER_QUERIES`, :data:`PROBS_T`, :data:`SPLIT_NO_TRANSPOSE`,
+  :data:`PER_BLOCK`, :data:`FUSED`, :data:`BY_HAND`): a notebook's checks import no other notebook's.
 
 Every value here comes from the model or bertviz, never from a solution.
 """
@@ -47,6 +48,22 @@ PADDING_INVERTED = N_(
 BY_WIDTH = N_(
     "it divides by sqrt(D), the model width; the scale uses the head size d = D / H.",
     mistake="scaled-by-width",
+)
+OVER_QUERIES = N_(
+    "the softmax runs over the queries (dim -2): each query's row of weights must "
+    "sum to 1 over the keys, the last dim.",
+    mistake="softmax-over-queries",
+)
+PROBS_T = N_(
+    "context used the transposed probabilities: row i of probs is query i's "
+    "weights over the keys, so context = probs @ V, not probs.transpose(-2, -1) @ V.",
+    mistake="probs-transposed",
+)
+SPLIT_NO_TRANSPOSE = N_(
+    "the heads were split with view(B, H, T, d) and no transpose: that reads each "
+    "token's features as if they were laid out head by head across the tokens, "
+    "so heads and tokens are mixed. View as (B, T, H, d), then transpose(1, 2).",
+    mistake="split-view",
 )
 BY_LENGTH = N_(
     "the scores are divided by sqrt(T), the sequence length; the scale is "

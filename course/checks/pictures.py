@@ -6,6 +6,7 @@ sorted row of the attention matrix, and the model's own ``attentions``.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import torch
@@ -16,6 +17,7 @@ from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import SAMPLE_TEXTS, call, expect_close, fail
 from .calls import CaseVerdicts, both
+from .compare import either
 
 TRANSPOSED = N_(
     "the heatmap is transposed: rows (y axis) are queries and columns (x "
@@ -252,6 +254,16 @@ NEXT_TOKEN = N_(
     "of query i is key i - 1 (offset -1).",
     mistake="next",
 )
+OVER_T = N_(
+    "previous_token_heads divides by T, all the queries: query 0 has no "
+    "previous token, so average over the T - 1 queries that have one.",
+    mistake="over-t",
+)
+DIAGONAL = N_(
+    "previous_token_heads looked at the diagonal (each token itself); the "
+    "previous token is one below it (offset -1).",
+    mistake="diagonal",
+)
 FIRST_EXAMPLE = N_(
     "previous_token_heads averaged the first example only: take the mean over the "
     "batch too.",
@@ -269,11 +281,7 @@ def _name_prev_mistake(got_set, attentions, threshold: float) -> None:
     ):
         fail(STRICT)
     if got_set == _pairs(score * (T - 1) / T, lambda s: s >= threshold):
-        fail(
-            "previous_token_heads divides by T, all the queries: query 0 has no "
-            "previous token, so average over the T - 1 queries that have one.",
-            mistake="over-t",
-        )
+        fail(OVER_T)
     if got_set == _pairs(first, lambda s: s >= threshold):
         fail(FIRST_EXAMPLE)
     want = _pairs(score, lambda s: s >= threshold)
@@ -311,11 +319,7 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
         fail(both(NEXT_TOKEN, FIRST_EXAMPLE))
     _name_prev_mistake(got_set, attentions, threshold)
     if got_set == reached(_diagonal_score(attentions, 0)):
-        fail(
-            "previous_token_heads looked at the diagonal (each token "
-            "itself); the previous token is one below it (offset -1).",
-            mistake="diagonal",
-        )
+        fail(DIAGONAL)
     fail(
         "previous_token_heads found {got_set}, but the heads whose mean "
         "attention to the previous token is >= {threshold} are {want}.",
@@ -325,21 +329,91 @@ def _expect_prev(fn, attentions, threshold: float) -> None:
     )
 
 
+def _heads_found(
+    attentions, threshold: float, mistakes: frozenset[str]
+) -> set[tuple[int, int]]:
+    """The (layer, head) pairs an answer with ``mistakes`` finds: the next token
+    or the diagonal read, ``>`` for ``>=``, the first example only, a sum over
+    the queries divided by T."""
+    offset = 1 if NEXT_TOKEN in mistakes else 0 if DIAGONAL in mistakes else -1
+    if FIRST_EXAMPLE in mistakes:
+        attentions = tuple(a[:1] for a in attentions)
+    score = _diagonal_score(attentions, offset)
+    T = attentions[0].shape[-1]
+    if OVER_T in mistakes:
+        score = score * (T - abs(offset)) / T
+    if STRICT in mistakes:
+        return _pairs(score, lambda s: s > threshold)
+    return _pairs(score, lambda s: s >= threshold)
+
+
+def _explained(found: list, cases: list) -> list[tuple[str, ...]]:
+    """The fewest known mistakes (one, else two) that give every set of heads an
+    answer ``found`` on its ``cases`` ((attentions, threshold) each)."""
+    known = (NEXT_TOKEN, DIAGONAL, STRICT, FIRST_EXAMPLE, OVER_T)
+    for n in (1, 2):
+        fits = [
+            chosen
+            for chosen in itertools.combinations(known, n)
+            if {NEXT_TOKEN, DIAGONAL} - set(chosen)  # one offset at a time
+            and not (DIAGONAL in chosen and OVER_T in chosen)  # T of T: no change
+            and all(
+                got == _heads_found(attentions, threshold, frozenset(chosen))
+                for got, (attentions, threshold) in zip(found, cases, strict=True)
+            )
+        ]
+        if fits:
+            return fits
+    return []
+
+
+def _expect_prev_cases(fn, cases: list) -> None:
+    """previous_token_heads on every (attentions, threshold) case: where its sets
+    of heads are wrong, the fewest known mistakes that give all of them are
+    named; else each wrong case's own verdict."""
+    found = []
+    for attentions, threshold in cases:
+        got = call(fn, attentions, threshold, name="previous_token_heads")
+        try:
+            found.append({(int(a), int(b)) for a, b in got})
+        except (TypeError, ValueError):
+            fail(
+                "previous_token_heads should return a list of (layer, head) pairs "
+                "of ints."
+            )
+    right = [_heads_found(a, t, frozenset()) for a, t in cases]
+    if found == right:
+        return
+    fits = _explained(found, cases)
+    if fits:
+        fail(
+            either(
+                [both(*chosen) if len(chosen) == 2 else chosen[0] for chosen in fits]
+            )
+        )
+    verdicts = CaseVerdicts()
+    for attentions, threshold in cases:
+        with verdicts:
+            _expect_prev(fn, attentions, threshold)
+    verdicts.fail_if_any()
+
+
 def previous_token_heads_model(fn) -> None:
     """On the course model's attentions for the sample text (and one more)."""
     model, tok = models.oracle_model(), models.load_tokenizer()
+    cases = []
     for text in SAMPLE_TEXTS:
         with torch.no_grad():
             attentions = model(**tok(text, return_tensors="pt")).attentions
-        for threshold in (0.3, 0.5):
-            _expect_prev(fn, attentions, threshold)
+        cases += [(attentions, threshold) for threshold in (0.3, 0.5)]
+    _expect_prev_cases(fn, cases)
 
 
 def previous_token_heads_random(fn, seed: int) -> None:
     """Synthetic attentions with planted previous-token, self and next-token heads."""
     verdicts = CaseVerdicts()
     g = torch.Generator().manual_seed(seed)
-    L, H, T = 3, 4, 7
+    L, H, T = 3, 6, 7
     attentions = []
     for layer in range(L):
         with verdicts:
@@ -365,7 +439,14 @@ def previous_token_heads_random(fn, seed: int) -> None:
     last[0, 1] = torch.eye(T).roll(-1, dims=1)
     last[1, 1] = 0.9 * torch.eye(T) + 0.1 * torch.eye(T).roll(-1, dims=1)
     last[:, 1, 0] = torch.eye(T)[0]
-    for threshold in (0.5, 0.2, 0.6):  # 0.5 first: the ties
-        with verdicts:
-            _expect_prev(fn, tuple(attentions), threshold)
+    # A next-token head likewise (1.0, then 0.1: 0.55 over the batch), so that the
+    # next token read in the first example only shows as both mistakes.
+    last[0, 3] = nxt
+    last[1, 3] = 0.9 * torch.eye(T) + 0.1 * nxt
+    # A previous-token head at 0.52 in both: in at 0.5 with > as with >=, out where
+    # the mean is over all T queries (0.45): the two mistakes told apart.
+    last[:, 4] = 0.52 * torch.eye(T).roll(-1, dims=1) + 0.48 * torch.eye(T)
+    last[:, 4, 0] = torch.eye(T)[0]  # query 0 has no previous token
     verdicts.fail_if_any()
+    # 0.5 first: the ties
+    _expect_prev_cases(fn, [(tuple(attentions), t) for t in (0.5, 0.2, 0.6)])

@@ -17,11 +17,13 @@ from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
+from . import attention_steps as steps_
 from . import call, equal, expect_close, expect_shape, fail
 from .calls import CaseVerdicts, call_naming
 from .compare import expect_bool_mask
 from .lessons import FUSED_ATTENTION, Lesson
-from .oracles import BY_LENGTH
+from .mistaken import Step, mistaken
+from .oracles import BY_D, BY_LENGTH, NO_SCALE, OVER_QUERIES, PROBS_T
 
 POSITIONS_FROM_1 = N_(
     "the positions start at 1: row p must encode position p, so the first row is "
@@ -375,6 +377,67 @@ def causal_mask_random(fn, seed: int) -> None:
     verdicts.fail_if_any()
 
 
+AFTER_SOFTMAX = N_(
+    "the mask was applied after the softmax: rows no longer sum to 1. Mask the "
+    "scores (-inf) before the softmax.",
+    mistake="after-softmax",
+)
+CAUSAL_MISSING = N_(
+    "the causal mask is missing: query i must not see keys after i.",
+    mistake="causal-missing",
+)
+FILL_ZERO = N_(
+    "the future scores were set to 0, not -inf: exp(0) = 1, so the keys after i "
+    "still get weight. Fill them with -inf (or the dtype's min).",
+    mistake="fill-zero",
+)
+CAUSAL_INVERTED = N_(
+    "the causal mask is the wrong way round: it hides the keys a query may see "
+    "(j <= i) and keeps the later ones, so the last query has none left (a row of "
+    "NaN, or of equal weights). Mask where j > i.",
+    mistake="causal-attention-inverted",
+)
+NO_DIAGONAL = N_(
+    "the diagonal is masked too: a query may attend to itself, keys j <= i, so "
+    "only the keys after it (j > i) are masked, and the first query keeps key 0.",
+    mistake="attention-no-diagonal",
+)
+_WEIGH = steps_.weigh(probs_transposed=PROBS_T)
+
+
+def _tril(T: int) -> torch.Tensor:
+    """(T, T), True where key j <= query i: where a query may attend."""
+    return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def _causal_steps(T: int, d: int) -> list[Step]:
+    """Causal attention's probs, step by step, with the ways each step goes wrong
+    (every way of masking, the scale, the softmax's dim)."""
+    scales = {NO_SCALE: 1.0, BY_D: float(d)}
+    if T not in (1, d):  # T = d: no mistake; T = 1: no scale (T = d * d: by d
+        scales[BY_LENGTH] = math.sqrt(T)  # as well, and both are named)
+
+    def masked_where(blocked: torch.Tensor, fills=(-math.inf,)):
+        ways = tuple(
+            lambda st, fill=fill: {**st, "s": st["scaled"].masked_fill(blocked, fill)}
+            for fill in fills
+        )
+        return ways if len(ways) > 1 else ways[0]
+
+    tril = _tril(T)
+    mask = steps_.fill_mask(
+        ignored=CAUSAL_MISSING,
+        inverted=CAUSAL_INVERTED,
+        multiplied=FILL_ZERO,  # a future score times 0 is a future score set to 0
+        after_softmax=AFTER_SOFTMAX,
+    )
+    wrong = {NO_DIAGONAL: masked_where(~tril.tril(-1), (-math.inf, -1e9))}
+    if T > 1:  # with one token the lower and the upper triangle are one
+        wrong[SWAPPED] = masked_where(~tril.T)
+    mask = Step(right=mask.right, wrong=mask.wrong | wrong)
+    return [steps_.scale(d, scales), mask, steps_.softmax({OVER_QUERIES: -2})]
+
+
 def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
     with LESSONS["causal_attention"].enforced():
         got = _unbatched_named(fn, Q, K, V)
@@ -395,58 +458,14 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
     eye = torch.eye(T, dtype=torch.float64).expand(*Q.shape[:-2], T, T)
     want_p = _sdpa(Q.double(), K.double(), eye, is_causal=True)
     want_c = _sdpa(Q.double(), K.double(), V.double(), is_causal=True)
-    s = Q.double() @ K.double().mT / math.sqrt(Q.shape[-1])
-    tril = torch.ones(T, T, dtype=torch.bool).tril()
-    diagnose = {
-        SWAPPED: torch.softmax(s.masked_fill(~tril.T, float("-inf")), -1),
-        say(
-            "the mask was applied after the softmax: rows no longer sum to "
-            "1. Mask the scores (-inf) before the softmax.",
-            mistake="after-softmax",
-        ): torch.softmax(s, -1) * tril,
-        say(
-            "missing 1/sqrt(d): divide the scores by the square root of the head size.",
-            mistake="no-scale",
-        ): torch.softmax(
-            (s * math.sqrt(Q.shape[-1])).masked_fill(~tril, float("-inf")), -1
-        ),
-        say(
-            "the causal mask is missing: query i must not see keys after i.",
-            mistake="causal-missing",
-        ): torch.softmax(s, -1),
-        say(
-            "the future scores were set to 0, not -inf: exp(0) = 1, so the keys "
-            "after i still get weight. Fill them with -inf (or the dtype's min).",
-            mistake="fill-zero",
-        ): torch.softmax(s.masked_fill(~tril, 0.0), -1),
-        say(
-            "the causal mask is the wrong way round: it hides the keys a query may "
-            "see (j <= i) and keeps the later ones, so the last query has none left "
-            "(a row of NaN, or of equal weights). Mask where j > i.",
-            mistake="causal-attention-inverted",
-        ): tuple(  # filled with -inf (NaN rows), or a large finite number
-            torch.softmax(s.masked_fill(tril, fill), -1)
-            for fill in (float("-inf"), -1e9)
-        ),
-        say(
-            "the diagonal is masked too: a query may attend to itself, keys j <= i, "
-            "so only the keys after it (j > i) are masked, and the first query "
-            "keeps key 0.",
-            mistake="attention-no-diagonal",
-        ): tuple(  # filled with -inf (a NaN first row), or a large finite number
-            torch.softmax(s.masked_fill(~tril.tril(-1), fill), -1)
-            for fill in (float("-inf"), -1e9)
-        ),
-    }
-    if T != Q.shape[-1]:  # scaled by the sequence length T, not the head size d
-        by_T = s * math.sqrt(Q.shape[-1]) / math.sqrt(T)
-        diagnose[BY_LENGTH] = torch.softmax(by_T.masked_fill(~tril, float("-inf")), -1)
+    start = {"q": Q.double(), "k": K.double(), "v": V.double(), "keep": _tril(T)}
+    steps = _causal_steps(T, Q.shape[-1])
     if part in ("probs", "all"):
         expect_close(
             probs,
             want_p,
             "probs",
-            diagnose=diagnose,
+            diagnose=lambda: mistaken(start, steps, result=lambda st: st["p"]),
             what=say("torch's causal attention"),
         )
     if part in ("context", "all"):
@@ -454,16 +473,11 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
             context,
             want_c,
             "context",
-            diagnose={k: _times(v, V.double()) for k, v in diagnose.items()},
+            diagnose=lambda: mistaken(
+                start, [*steps, _WEIGH], result=lambda st: st["c"]
+            ),
             what=say("torch's causal attention"),
         )
-
-
-def _times(probs, V):
-    """``probs @ V``, for one wrong probs or a tuple of them."""
-    if isinstance(probs, tuple):
-        return tuple(p @ V for p in probs)
-    return probs @ V
 
 
 def _unbatched_named(fn, Q, K, V):
@@ -514,6 +528,7 @@ def causal_attention_random(fn, seed: int) -> None:
     for i, count in enumerate(counts):
         with verdicts:
             shape = [rng.randint(1, 3) for _ in range(count)]
-            shape += [rng.randint(1, 8), rng.choice([2, 16])]
+            # the first is three tokens long at least: a second mistake shows
+            shape += [rng.randint(3 if i == 0 else 1, 8), rng.choice([2, 16])]
             _expect_causal_attention(fn, *_qkv(seed + i, *shape), part="all")
     verdicts.fail_if_any()

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
-from ..i18n import N_, say
+from ..i18n import N_, mistakes_of, say, with_keys
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import (
     SAMPLE_TEXTS,
@@ -318,6 +318,13 @@ def scores_oracle(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
     return p[..., :-1].log() - p[..., -1:].log()
 
 
+SCORES_T = N_(
+    "the scores are transposed (K Q^T): row i must hold query i's scores against "
+    "every key.",
+    mistake="scores-transposed",
+)
+
+
 def _diagnose_scores(Q, K, s) -> dict:
     """What each scaling or transpose misconception makes of the true scores ``s``
     of ``Q`` and ``K``: its message -> its scores."""
@@ -337,14 +344,23 @@ def _diagnose_scores(Q, K, s) -> dict:
     if Tk > 1:  # one key: sqrt(Tk) is no scale at all, said above
         out[say(BY_LENGTH)] = s * math.sqrt(d / Tk)
     if Q.shape[-2] == K.shape[-2]:
-        out[
-            say(
-                "the scores are transposed (K Q^T): row i must hold query "
-                "i's scores against every key.",
-                mistake="scores-transposed",
-            )
-        ] = s.transpose(-1, -2)
+        out[say(SCORES_T)] = s.transpose(-1, -2)
     return out
+
+
+def _scores_tiers(Q, K, s) -> list[dict]:
+    """:func:`_diagnose_scores`, then a transpose and a scaling mistake together."""
+    single = _diagnose_scores(Q, K, s)
+    if Q.shape[-2] != K.shape[-2]:
+        return [single]
+    return [
+        single,
+        {
+            both(SCORES_T, m): wrong.transpose(-1, -2)
+            for m, wrong in single.items()
+            if "scores-transposed" not in mistakes_of(m)
+        },
+    ]
 
 
 def _random_qk(seed: int, *, B, H, Tq, Tk, d):
@@ -356,31 +372,39 @@ def _random_qk(seed: int, *, B, H, Tq, Tk, d):
 
 
 #: Scores of shape (..., Tk, Tq): the keys' rows where the queries' belong.
-SCORES_T_SHAPE = N_(
-    "attention_scores has shape (..., Tk, Tq): the scores are transposed (K Q^T); "
-    "row i must be query i.",
-    mistake="scores-transposed-shape",
+SCORES_T_SHAPE = with_keys(  # the transpose that scores-transposed names, by shape
+    N_(
+        "attention_scores has shape (..., Tk, Tq): the scores are transposed (K "
+        "Q^T); row i must be query i.",
+        mistake="scores-transposed-shape",
+    ),
+    ["scores-transposed-shape", "scores-transposed"],
 )
 
 
 def _expect_scores(fn, Q, K) -> None:
     got = call(fn, Q.clone(), K.clone(), name="attention_scores")
     want = scores_oracle(Q, K)
+    verdicts = CaseVerdicts()  # transposed, and scaled wrong too: both named
     if (
         isinstance(got, torch.Tensor)
         and got.shape != want.shape
         and got.shape == want.mT.shape
     ):
-        fail(SCORES_T_SHAPE)
-    expect_close(
-        got,
-        want,
-        "attention_scores(Q, K)",
-        diagnose=_diagnose_scores(Q, K, want),
-        what=say("torch's scaled dot-product attention"),
-        atol=2e-4,
-        rtol=2e-4,
-    )
+        with verdicts:
+            fail(SCORES_T_SHAPE)
+        got = got.mT  # judged as the student meant it, for the scale
+    with verdicts:
+        expect_close(
+            got,
+            want,
+            "attention_scores(Q, K)",
+            diagnose=_scores_tiers(Q, K, want),
+            what=say("torch's scaled dot-product attention"),
+            atol=2e-4,
+            rtol=2e-4,
+        )
+    verdicts.fail_if_any()
 
 
 def attention_scores_shape(fn) -> None:
@@ -434,12 +458,23 @@ def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
         fail("dot_product_std should return a pair (unscaled_std, scaled_std).")
     unscaled, scaled = (float(v) for v in got)
     again = tuple(float(v) for v in call(fn, d_k, n, seed, name="dot_product_std"))
-    if again != (unscaled, scaled):
-        fail(
-            "dot_product_std gives different numbers for the same seed: "
-            "seed a torch.Generator (or torch.manual_seed) with it.",
-            mistake="std-unseeded",
-        )
+    verdicts = CaseVerdicts()  # unseeded, and a wrong std as well: both named
+    with verdicts:
+        if again != (unscaled, scaled):
+            fail(
+                "dot_product_std gives different numbers for the same seed: "
+                "seed a torch.Generator (or torch.manual_seed) with it.",
+                mistake="std-unseeded",
+            )
+    with verdicts:  # a std is a std on any draw: judged, seeded or not
+        _expect_stds(got, d_k, n)
+    verdicts.fail_if_any()
+
+
+def _expect_stds(got, d_k: int, n: int) -> None:
+    """Whether (unscaled, scaled) of ``n`` dot products are the stds they should
+    be, each within a few standard errors."""
+    unscaled, scaled = (float(v) for v in got)
     tol = 5 * math.sqrt(2 / n)  # relative standard error of a sample std, with margin
     if d_k > 1 and abs(unscaled / d_k - 1) < 2 * tol and abs(scaled - 1) < 2 * tol:
         fail(

@@ -20,10 +20,12 @@ from ..data import ECHO_LEN, ECHO_VOCAB, echo_task
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
+from . import attention_steps as steps_
 from . import call, expect_close, expect_shape, fail
 from .calls import CaseVerdicts, both
 from .lessons import FUSED_ATTENTION, Lesson
-from .oracles import NO_SCALE
+from .mistaken import Step, mistaken
+from .oracles import BY_WIDTH, NO_SCALE, OVER_QUERIES, SPLIT_NO_TRANSPOSE
 
 BUILD = N_(
     "Build attention from your own projections: torch's MultiheadAttention "
@@ -79,30 +81,104 @@ def _expect_attention(cls, *, d_model, heads, B, T, mask_kind, seed) -> None:
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         fail("forward should return a pair (out, probs).")
     out, probs = got
-    ref = _mha_like(att, d_model, heads)
-    want, want_p = _mha(ref, x, mask, heads)
-    wrong = {}  # message -> (out, probs) that misconception gives
-    if mask is not None:
-        wrong[INVERTED] = _mha(ref, x, ~mask, heads)
-    unscaled = _mha_like(att, d_model, heads)
-    with torch.no_grad():  # q scaled by sqrt(d) cancels torch's 1/sqrt(d)
-        unscaled.in_proj_weight[:d_model] *= math.sqrt(d_model // heads)
-        unscaled.in_proj_bias[:d_model] *= math.sqrt(d_model // heads)
-    wrong[NO_SCALE] = _mha(unscaled, x, mask, heads)
-    wrong[SPLIT_D_H] = _mha(_split_d_h(att, d_model, heads), x, mask, heads)
-    no_out = _mha_like(att, d_model, heads)
-    with torch.no_grad():  # the merged heads, as they are
-        no_out.out_proj.weight.copy_(torch.eye(d_model))
-        no_out.out_proj.bias.zero_()
-    wrong[NO_OUT_PROJ] = _mha(no_out, x, mask, heads)
+    want, want_p = _mha(_mha_like(att, d_model, heads), x, mask, heads)
     expect_shape(probs, (B, heads, T, T), "probs", "(B, H, T, T).")
     expect_shape(out, (B, T, d_model), "out", "(B, T, D).")
     what = say("torch.nn.MultiheadAttention with your weights")
-    by_probs = {m: w[1] for m, w in wrong.items()}
-    expect_close(probs, want_p, "probs", diagnose=by_probs, what=what)
-    by_out = {m: w[0] for m, w in wrong.items()}
-    by_out[UNMERGED] = _unmerged(att, x, want_p, heads)
-    expect_close(out, want, "out", diagnose=by_out, what=what)
+    start = {"x": x, "keep": None if mask is None else _keep(mask)}
+    steps = _attention_steps(att, heads)
+    verdicts = CaseVerdicts()  # a wrong split and a wrong merge: both named
+    with verdicts:
+        expect_close(
+            probs,
+            want_p,
+            "probs",
+            diagnose=lambda: mistaken(start, steps[:4], result=lambda st: st["p"]),
+            what=what,
+        )
+    said = tuple(k for failed in verdicts.failures for k in failed.mistakes)
+    with verdicts:  # of a split and a merge mistake, the merge is what out adds
+        expect_close(
+            out,
+            want,
+            "out",
+            diagnose=lambda: mistaken(
+                start, steps, result=lambda st: st["out"], said=said
+            ),
+            what=what,
+        )
+    verdicts.fail_if_any()
+
+
+def _keep(mask: torch.Tensor) -> torch.Tensor:
+    """The bool mask (True = may attend), (T, T) or (B, 1, T, T) against the
+    (B, H, T, T) scores."""
+    return mask if mask.dim() == 2 else mask[:, None]
+
+
+def _attention_steps(att, heads: int) -> list[Step]:
+    """The module's attention step by step from its own weights (project, scale,
+    mask, softmax, weigh, merge, out_proj), with the ways each step goes wrong."""
+    W = {name: getattr(att, f"{name}_proj") for name in ("q", "k", "v", "out")}
+    D = W["q"].in_features
+    d = D // heads
+
+    def split(by: str):
+        def way(st):
+            B, T, _ = st["x"].shape
+            if by != "H, d" and 1 in (heads, d if by == "d, H" else T):
+                return None  # the same numbers as the right split
+            with torch.no_grad():
+                q, k, v = (F.linear(st["x"], W[n].weight, W[n].bias) for n in "qkv")
+            if by == "H, d":
+                q, k, v = (t.view(B, T, heads, d).transpose(1, 2) for t in (q, k, v))
+            elif by == "d, H":  # head h gets features h, h + H, ...
+                q, k, v = (
+                    t.view(B, T, d, heads).permute(0, 3, 1, 2) for t in (q, k, v)
+                )
+            else:  # viewed straight as (B, H, T, d)
+                q, k, v = (t.view(B, heads, T, d) for t in (q, k, v))
+            return {**st, "q": q, "k": k, "v": v, "split": by}
+
+        return way
+
+    def merge(no_transpose: bool):
+        def way(st):
+            c = st["c"]  # (B, H, T, d)
+            B, _, T, _ = c.shape
+            if no_transpose:
+                if heads == 1:
+                    return None
+                return {**st, "c": c.reshape(B, T, D)}
+            if st["split"] == "d, H":  # merged back the way it was split
+                return {**st, "c": c.permute(0, 2, 3, 1).reshape(B, T, D)}
+            return {**st, "c": c.transpose(1, 2).reshape(B, T, D)}
+
+        return way
+
+    def project_out(apply: bool):
+        def way(st):
+            if not apply:
+                return {**st, "out": st["c"]}
+            with torch.no_grad():
+                return {**st, "out": W["out"](st["c"])}
+
+        return way
+
+    return [
+        Step(
+            right=split("H, d"),
+            wrong={SPLIT_D_H: split("d, H"), SPLIT_NO_TRANSPOSE: split("view")},
+        ),
+        steps_.scale(
+            d, {NO_SCALE: 1.0} | ({BY_WIDTH: math.sqrt(D)} if heads > 1 else {})
+        ),
+        steps_.fill_mask(inverted=INVERTED),
+        steps_.softmax({OVER_QUERIES: -2}),
+        steps_.weigh(),
+        Step(right=merge(False), wrong={UNMERGED: merge(True)}),
+        Step(right=project_out(True), wrong={NO_OUT_PROJ: project_out(False)}),
+    ]
 
 
 def mhsa_structure(cls) -> None:
@@ -171,11 +247,15 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
                 name=name,
                 type_name=kind.__name__,
             )
+    verdicts = CaseVerdicts()  # another activation, and a wrong block: both named
     if len(block.ff) != 3 or not isinstance(block.ff[1], nn.ReLU):
-        fail(
-            "EncoderBlock.ff should be nn.Sequential(Linear(D, d_ff), "
-            "ReLU(), Linear(d_ff, D))."
+        with verdicts:
+            fail(FF_STRUCTURE)
+        linears = len(block.ff) == 3 and all(
+            isinstance(block.ff[i], nn.Linear) for i in (0, 2)
         )
+        if not linears:  # nothing else to judge it by
+            verdicts.fail_if_any()
     block.eval()
     with torch.no_grad():  # non-trivial LayerNorm parameters, so their order shows
         for norm in (block.norm1, block.norm2):
@@ -185,7 +265,7 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
     x = torch.randn(B, T, d_model, generator=g)
     mask = torch.ones(T, T, dtype=torch.bool).tril() if masked else None
     got = _run(block, x, mask, "EncoderBlock")
-    sizes = {"d_model": d_model, "heads": heads, "d_ff": d_ff}
+    sizes = {"d_model": d_model, "heads": heads, "d_ff": d_ff, "act": block.ff[1]}
     ref = _reference_layer(block, **sizes, norm_first=norm_first)
     other = _reference_layer(block, **sizes, norm_first=not norm_first)
     one_norm = _reference_layer(block, **sizes, norm_first=norm_first)
@@ -193,9 +273,14 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
         want = ref(x, src_mask=_torch_mask(mask, heads))
         wrong = other(x, src_mask=_torch_mask(mask, heads))
         no_ff_residual = _without_ff_residual(ref, x, _torch_mask(mask, heads))
+        ff_from_x = _ff_residual_from_x(ref, x, _torch_mask(mask, heads))
         one_norm.norm2.load_state_dict(block.norm1.state_dict())
         norm1_twice = one_norm(x, src_mask=_torch_mask(mask, heads))
-    diagnose = {FF_RESIDUAL: no_ff_residual, NORM1_TWICE: norm1_twice}
+    diagnose = {
+        FF_RESIDUAL: no_ff_residual,
+        FF_FROM_X: ff_from_x,
+        NORM1_TWICE: norm1_twice,
+    }
     if norm_first:
         diagnose[NORMED_RESIDUAL] = _normed_residual(ref, x, _torch_mask(mask, heads))
     if norm_first:
@@ -216,13 +301,28 @@ def _expect_block(cls, *, d_model, heads, d_ff, norm_first, B, T, masked, seed) 
         with torch.no_grad():  # the other LayerNorm order
             diagnose[BLOCK_MASK_DROPPED] = ref(x)
             pairs[both(hint, BLOCK_MASK_DROPPED)] = other(x)
-    expect_close(
-        got,
-        want,
-        f"EncoderBlock(norm_first={norm_first})(x)",
-        diagnose=[diagnose, pairs],
-        what=say("torch.nn.TransformerEncoderLayer with your weights"),
-    )
+    with verdicts:
+        expect_close(
+            got,
+            want,
+            f"EncoderBlock(norm_first={norm_first})(x)",
+            diagnose=[diagnose, pairs],
+            what=say("torch.nn.TransformerEncoderLayer with your weights"),
+        )
+    verdicts.fail_if_any()
+
+
+FF_STRUCTURE = N_(
+    "EncoderBlock.ff should be nn.Sequential(Linear(D, d_ff), ReLU(), Linear(d_ff, "
+    "D)).",
+    mistake="ff-structure",
+)
+FF_FROM_X = N_(
+    "the feed-forward's residual adds the block's input x: it goes round the "
+    "feed-forward only, from h, what the attention sublayer gave: norm2(h + ff(h)) "
+    "with norm_first=False, h + ff(norm2(h)) with norm_first=True.",
+    mistake="ff-residual-from-x",
+)
 
 
 BLOCK_MASK_DROPPED = N_(
@@ -328,37 +428,11 @@ def _mha_like(att, d_model: int, heads: int) -> nn.MultiheadAttention:
     return ref.eval()
 
 
-def _split_d_h(att, d_model: int, heads: int) -> nn.MultiheadAttention:
-    """torch's MultiheadAttention whose head h holds features h, h + H, ... of the
-    student's projections, and merges them back in that order: what splitting the
-    last dim as (d, H) instead of (H, d) computes."""
-    d = d_model // heads
-    order = torch.tensor([j * heads + h for h in range(heads) for j in range(d)])
-    ref = _mha_like(att, d_model, heads)
-    with torch.no_grad():
-        rows = torch.cat([order + part * d_model for part in range(3)])
-        ref.in_proj_weight.copy_(ref.in_proj_weight[rows])
-        ref.in_proj_bias.copy_(ref.in_proj_bias[rows])
-        ref.out_proj.weight.copy_(ref.out_proj.weight[:, order])
-    return ref
-
-
 def _torch_mask(mask, heads: int):
     """Our bool mask (True = may attend) as torch's attn_mask (True = blocked)."""
     if mask is None:
         return None
     return ~(mask if mask.dim() == 2 else mask.repeat_interleave(heads, dim=0))
-
-
-def _unmerged(att, x, probs, heads: int) -> torch.Tensor:
-    """The output if the heads' contexts (B, H, T, d) are reshaped to (B, T, D)
-    without the transpose, from the module's own weights and the right probs."""
-    B, T, D = x.shape
-    with torch.no_grad():
-        v = F.linear(x, att.v_proj.weight, att.v_proj.bias)
-        v = v.reshape(B, T, heads, D // heads).transpose(1, 2)
-        merged = (probs @ v).reshape(B, T, D)  # the transpose left out
-        return F.linear(merged, att.out_proj.weight, att.out_proj.bias)
 
 
 def _mha(ref, x, mask, heads: int):
@@ -374,15 +448,16 @@ def _mha(ref, x, mask, heads: int):
         )
 
 
-def _reference_layer(block, *, d_model, heads, d_ff, norm_first):
-    """torch's TransformerEncoderLayer (ReLU, no dropout) holding the weights of
-    the student's ``block``, LayerNorm first or after as ``norm_first`` says."""
+def _reference_layer(block, *, d_model, heads, d_ff, norm_first, act=None):
+    """torch's TransformerEncoderLayer (ReLU, or the activation module ``act``
+    where it is another; no dropout) holding the weights of the student's
+    ``block``, LayerNorm first or after as ``norm_first`` says."""
     ref = nn.TransformerEncoderLayer(
         d_model,
         heads,
         d_ff,
         dropout=0.0,
-        activation="relu",
+        activation="relu" if act is None or isinstance(act, nn.ReLU) else act,
         batch_first=True,
         norm_first=norm_first,
     )
@@ -400,9 +475,8 @@ def _reference_layer(block, *, d_model, heads, d_ff, norm_first):
     return ref.eval()
 
 
-def _without_ff_residual(ref, x, attn_mask) -> torch.Tensor:
-    """``ref``'s output with the feed-forward's residual left out (either LN
-    order), computed from the reference layer's parts (the student's weights)."""
+def _sublayers(ref, attn_mask):
+    """``ref``'s self-attention and feed-forward, as functions of their input."""
 
     def sa(y):
         return ref.self_attn(y, y, y, attn_mask=attn_mask, need_weights=False)[0]
@@ -410,11 +484,29 @@ def _without_ff_residual(ref, x, attn_mask) -> torch.Tensor:
     def ff(y):
         return ref.linear2(ref.activation(ref.linear1(y)))
 
+    return sa, ff
+
+
+def _without_ff_residual(ref, x, attn_mask) -> torch.Tensor:
+    """``ref``'s output with the feed-forward's residual left out (either LN
+    order), computed from the reference layer's parts (the student's weights)."""
+    sa, ff = _sublayers(ref, attn_mask)
     with torch.no_grad():
         if ref.norm_first:
             h = x + sa(ref.norm1(x))
             return ff(ref.norm2(h))
         return ref.norm2(ff(ref.norm1(x + sa(x))))
+
+
+def _ff_residual_from_x(ref, x, attn_mask) -> torch.Tensor:
+    """``ref``'s output with the feed-forward's residual taken from the block's
+    input x instead of the attention sublayer's output h (either LN order)."""
+    sa, ff = _sublayers(ref, attn_mask)
+    with torch.no_grad():
+        if ref.norm_first:
+            h = x + sa(ref.norm1(x))
+            return x + ff(ref.norm2(h))
+        return ref.norm2(x + ff(ref.norm1(x + sa(x))))
 
 
 def _normed_residual(ref, x, attn_mask) -> torch.Tensor:
