@@ -406,8 +406,10 @@ _WEIGH = steps_.weigh(probs_transposed=PROBS_T)
 
 
 def _tril(T: int) -> torch.Tensor:
-    """(T, T), True where key j <= query i: where a query may attend."""
-    return torch.ones(T, T, dtype=torch.bool).tril()
+    """(T, T), True where key j <= query i: where a query may attend (by index
+    comparison, as the causal_mask oracle)."""
+    i = torch.arange(T)
+    return i[:, None] >= i[None, :]
 
 
 def _causal_steps(T: int, d: int) -> list[Step]:
