@@ -170,34 +170,27 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
     def masked(fill):  # a mistake only where a key is padded
         return (lambda st: _with(st, s=fill(st))) if padded else (lambda st: None)
 
+    def projected(shape):  # the three linears' outputs, each shaped by ``shape``
+        with torch.no_grad():
+            return {
+                name: shape(lin(case.hidden))
+                for name, lin in (
+                    ("q", case.self_attn.query),
+                    ("k", case.self_attn.key),
+                    ("v", case.self_attn.value),
+                )
+            }
+
     def start_by_count(st):  # head h's rows from h * H, not h * d
         if head is None or head * case.H in (0, head * d) or head * case.H + d > D:
             return None
         lo = head * case.H
-        with torch.no_grad():
-            q, k, v = (
-                lin(case.hidden)[..., lo : lo + d]  # (B, T, d)
-                for lin in (
-                    case.self_attn.query,
-                    case.self_attn.key,
-                    case.self_attn.value,
-                )
-            )
-        return _with(st, q=q, k=k, v=v)
+        return _with(st, **projected(lambda t: t[..., lo : lo + d]))  # (B, T, d)
 
     def split_by_view(st):  # (B, T, D) viewed straight as (B, H, T, d)
         if head is not None or 1 in (case.H, T):
             return None
-        with torch.no_grad():
-            q, k, v = (
-                lin(case.hidden).view(B, case.H, T, d)
-                for lin in (
-                    case.self_attn.query,
-                    case.self_attn.key,
-                    case.self_attn.value,
-                )
-            )
-        return _with(st, q=q, k=k, v=v)
+        return _with(st, **projected(lambda t: t.view(B, case.H, T, d)))
 
     project = Step(
         right=lambda st: st,

@@ -404,22 +404,27 @@ def _expect_encoder(fn, case: Case, masked: bool = True) -> None:
             got=len(got),
             count=L + 1,
         )
-    wrong = _wrong_encoders(case)
-    for i, g in enumerate(got, start=first):
-        diagnose = {mistake: states[i] for mistake, states in wrong.items()}
+    wrong = functools.cache(lambda: _wrong_encoders(case))  # only for a wrong answer
+
+    def diagnose(i: int) -> dict:
+        """What the mistakes give as hidden state ``i``."""
+        found = {mistake: states[i] for mistake, states in wrong().items()}
         if i >= 2:  # layer i - 1 fed the embeddings, not layer i - 2's output
             with torch.no_grad():
                 layer = model.encoder.layer[i - 1]
                 fed = layer(case.states[0], attention_mask=case.ext)
-            diagnose[EVERY_LAYER_FED_EMBEDDINGS] = (
+            found[EVERY_LAYER_FED_EMBEDDINGS] = (
                 fed[0] if isinstance(fed, tuple) else fed
             )
+        return found
+
+    for i, g in enumerate(got, start=first):
         with verdicts:
             expect_close(
                 g,
                 case.states[i],
                 f"bert_encoder(...)[{i - first}]",
-                diagnose=diagnose,
+                diagnose=functools.partial(diagnose, i),
                 what=say("the model's hidden_states[{i}]", i=i),
                 atol=3e-4,
                 rtol=3e-4,

@@ -293,16 +293,10 @@ def _name_prev_mistake(got_set, attentions, threshold: float) -> None:
         )
 
 
-def _expect_prev(fn, attentions, threshold: float) -> None:
-    got = call(fn, attentions, threshold, name="previous_token_heads")
+def _judge_prev(got_set: set, attentions, threshold: float) -> None:
+    """Fail naming the mistake that gives the heads ``got_set`` on this case."""
     score = _diagonal_score(attentions)
     want = [tuple(map(int, ij)) for ij in (score >= threshold).nonzero().tolist()]
-    try:
-        got_set = {(int(a), int(b)) for a, b in got}
-    except (TypeError, ValueError):
-        fail(
-            "previous_token_heads should return a list of (layer, head) pairs of ints."
-        )
     if got_set == set(want):
         return
 
@@ -392,9 +386,9 @@ def _expect_prev_cases(fn, cases: list) -> None:
             )
         )
     verdicts = CaseVerdicts()
-    for attentions, threshold in cases:
+    for got, (attentions, threshold) in zip(found, cases, strict=True):
         with verdicts:
-            _expect_prev(fn, attentions, threshold)
+            _judge_prev(got, attentions, threshold)
     verdicts.fail_if_any()
 
 
