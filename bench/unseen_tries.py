@@ -83,6 +83,25 @@ mistake, 7 of the 10 that raise, 2 of the 10 with two). Unnamed then: a13_4 (V
 from attn.key); a07_4's and a12_9's raises got a mask hint where no mask was
 involved; of the pairs, one mistake only in a03_5, a05_7, a07_8, a08_7, a10_5,
 a11_2, a13_8, none in a09_4. Named since (60 of 60), so a regression set now.
+
+``bench/unseen/student-8/`` holds 80 (20 correct in unusual forms, 40 with one
+mistake, 10 with two, 10 that raise on allowed inputs), written on 2026-12-07 by
+a fresh helper from the release notebooks and the spec alone (function cells
+only), each label checked against references of its own, and run once before any
+change they steered: 20/20 correct at full marks; of the 60 wrong, the runner
+cannot judge a09_8 (``train_tiny_transformer`` needs the notebook's own model
+and task; its visible "at most 50% without positions" test catches it in the
+notebook), and 59/59 lost points; a reader counted 50 of the 59 named (85%; 37
+of the 39 with one mistake, 8 of the 10 that raise, 5 of the 10 with two).
+Unnamed then: three blamed on a wrong cause besides or instead of the right one
+(a05_5's sqrt(Tk) was also called "missing 1/sqrt(d)" on one key; a08_5's
+inverted causal mask was also called "the diagonal masked" on one token; a12_6's
+raise with a (B, 1, 1, T) mask was blamed on K/V heads not repeated); a13_6's
+raise (a cached step fed (B,) ids) got only torch's broadcast hint; of the
+pairs, one mistake only in a03_7 (no bias, divided by sqrt(d)), a11_3 (a -1e4
+fill, a fixed dim), a13_2 (sqrt(D), the mask inverted), none in a10_6 (the
+diagonal, (head, layer) pairs) and a12_7 (no scale, the mask multiplied). Named
+since (59 of 59), so a regression set now.
 """
 
 from __future__ import annotations

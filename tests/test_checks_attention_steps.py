@@ -102,6 +102,19 @@ def test_mask_mistakes_need_something_masked():
     assert all("ignored" not in key for key in pairs)
 
 
+def test_an_inverted_mask_that_blocks_nothing_blocks_every_key():
+    """A mask that keeps every key (one token of a causal mask, a batch with no
+    padding) still has its inverted way: every key blocked, a row of NaN with a
+    -inf fill; the other mask mistakes there give the right numbers, so they are
+    not ways."""
+    keep = torch.ones(B, 1, 1, T, dtype=torch.bool)
+    (singles, _) = mistaken(_start(keep), _all_steps(), result=lambda st: st["p"])
+    assert "inverted" in singles
+    assert any(bool(p.isnan().all()) for p in singles["inverted"])
+    for absent in ("ignored", "multiplied", "after"):
+        assert absent not in singles
+
+
 def test_one_head_has_no_merge_mistake_and_other_lengths_no_transposed_probs():
     gen = torch.Generator().manual_seed(1)
     start = {

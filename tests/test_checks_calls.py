@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from harness import run_cell
 
 from course import checks, i18n
-from course.checks import CheckFailed, ShortcutUsed, fail, positions
+from course.checks import CheckFailed, ShortcutUsed, compare, fail, positions
 from course.checks.calls import CaseVerdicts
 
 
@@ -48,6 +48,52 @@ def test_a_combined_verdict_adds_only_its_new_part_to_an_outer_one():
         outer.fail_if_any()
     assert str(err.value) == "first. Also: second."
     assert err.value.mistakes == ("one", "two")
+
+
+def test_a_later_either_verdict_whose_mistake_was_named_is_left_out():
+    """ "X. Or: Y" on a later input, where X was named on an earlier one: X alone
+    explains those numbers, so nothing is added (a scale by sqrt(T) named, then
+    T = 1, where sqrt(T) is no scale at all); an "Or" naming nothing known is
+    added."""
+    first = i18n.N_("by sqrt(T).", mistake="by-length")
+    same = i18n.N_("no scale.", mistake="no-scale")
+    other = i18n.N_("by d.", mistake="by-d")
+    for later, said in (((same, first), "by sqrt(T)."), ((same, other), "Also:")):
+        verdicts = CaseVerdicts()
+        with verdicts:
+            compare.fail_mistaken("scores", first)
+        with verdicts:
+            compare.fail_mistaken("scores", *later)
+        with pytest.raises(CheckFailed) as err:
+            verdicts.fail_if_any()
+        assert said in str(err.value)
+        assert (str(err.value) == "scores is wrong: by sqrt(T).") == (said != "Also:")
+    assert verdicts.said == ("by-length", "no-scale", "by-d")
+
+
+def test_an_either_part_of_a_combined_verdict_is_left_out_too():
+    """An input's own verdict names two things, the second "X. Or: Y" (05's
+    scores: transposed, and no scale or by sqrt(T)); where X was named on an
+    earlier input, that part adds nothing."""
+    shape = i18n.N_("transposed.", mistake="transposed")
+    none = i18n.N_("no scale.", mistake="no-scale")
+    length = i18n.N_("by sqrt(T).", mistake="by-length")
+
+    def one_input(*scale):
+        inner = CaseVerdicts()
+        with inner:
+            fail(shape)
+        with inner:
+            compare.fail_mistaken("scores", *scale)
+        inner.fail_if_any()
+
+    outer = CaseVerdicts()
+    for scale in ((none,), (none, length)):
+        with outer:
+            one_input(*scale)
+    with pytest.raises(CheckFailed) as err:
+        outer.fail_if_any()
+    assert str(err.value) == "transposed. Also: scores is wrong: no scale."
 
 
 def test_no_failure_no_verdict_and_a_shortcut_stops_at_once():

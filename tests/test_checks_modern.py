@@ -186,6 +186,40 @@ def test_grouped_query_attention_passes_and_names_each_mistake():
         assert err.value.mistakes == (key,)
 
 
+@pytest.mark.parametrize("seed", [245147, *range(40)])
+def test_an_ignored_mask_fails_every_draw(seed):
+    """Every random case's mask hides a key from some query, so an answer that
+    ignores the mask fails on every seed (245147 drew masks of all True before)."""
+    with pytest.raises(CheckFailed) as err:
+        check.grouped_query_attention_random(
+            lambda Q, K, V, mask=None: _gqa(Q, K, V, None), seed=seed
+        )
+    assert "mask-ignored" in err.value.mistakes
+
+
+def _grouped_5d(Q, K, V, mask=None):
+    """Query heads grouped as (B, H_kv, g, T, d) against K/V heads unrepeated: right
+    with a (T, T) mask, wrong with a batched one (raises, or where B == H_kv, pairs
+    each example's mask with a group of heads)."""
+    B, H, T, d = Q.shape
+    H_kv = K.shape[1]
+    s = Q.view(B, H_kv, H // H_kv, T, d) @ K[:, :, None].transpose(-2, -1) / d**0.5
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return (s.softmax(-1) @ V[:, :, None]).reshape(B, H, T, d)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_mask_that_meets_grouped_scores_is_named_raised_or_not(seed):
+    """Scores grouped in 5-D: a batched mask raises (B != H_kv) or mixes the
+    examples (B == H_kv); either way the mask is named, not K/V repetition, and
+    the first random case always has such a mask."""
+    with pytest.raises(CheckFailed) as err:
+        check.grouped_query_attention_random(_grouped_5d, seed=seed)
+    assert err.value.mistakes[0] in ("gqa-mask-shape", "gqa-mask-by-group")
+    assert "kv-not-repeated" not in err.value.mistakes
+
+
 def test_layer_variant_unchanged_is_the_module_own_output():
     """The layer a mistake's numbers are made from gives, unchanged, what each
     attention module of a random ModernBERT returned in the model."""

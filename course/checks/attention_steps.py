@@ -45,7 +45,12 @@ def _blocked(st: State) -> _Tensor | None:
     keep = st["keep"]
     if keep is None or bool(keep.all()):
         return None
-    return (~keep).expand_as(st["scaled"])
+    return _masked(st)
+
+
+def _masked(st: State) -> _Tensor:
+    """Where the mask blocks a key, as large as the scores (all False: nowhere)."""
+    return (~st["keep"]).expand_as(st["scaled"])
 
 
 def fill_mask(
@@ -57,10 +62,14 @@ def fill_mask(
 ) -> Step:
     """``s``: the scores with blocked keys filled with -inf. Each argument is the
     verdict for one way of getting it wrong (None: not a mistake of this
-    exercise); each is possible only where the mask blocks something."""
+    exercise); each is possible only where the mask blocks something, but an
+    inverted one wherever there is a mask (it blocks every key a mask keeps)."""
 
     def where_blocked(way):
         return lambda st: None if _blocked(st) is None else way(st, _blocked(st))
+
+    def where_masked(way):  # inverted, a mask that blocks nothing blocks every key
+        return lambda st: None if st["keep"] is None else way(st, _masked(st))
 
     def right(st):
         blocked = _blocked(st)
@@ -87,10 +96,9 @@ def fill_mask(
     wrong = {}
     for verdict, way in ways.items():
         if verdict is not None:
+            where = where_masked if verdict == inverted else where_blocked
             wrong[verdict] = (
-                tuple(where_blocked(w) for w in way)
-                if isinstance(way, tuple)
-                else where_blocked(way)
+                tuple(where(w) for w in way) if isinstance(way, tuple) else where(way)
             )
     return Step(right=right, wrong=wrong)
 

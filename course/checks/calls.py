@@ -19,6 +19,7 @@ import math
 import re
 import traceback
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -30,6 +31,10 @@ from .evidence import Outcome, Raised, Returned
 class CheckFailed(AssertionError):
     """A test cell's verdict, written for the student; ``mistakes``: the keys of
     the misconceptions it names (:func:`course.i18n.mistakes_of`)."""
+
+    #: Where several mistakes each alone give the numbers ("X. Or: Y"): the keys
+    #: of each; empty for any other verdict.
+    alternatives: tuple[tuple[str, ...], ...] = ()
 
     def __init__(self, verdict: str = ""):
         super().__init__(verdict)
@@ -55,7 +60,8 @@ class CaseVerdicts:
     an answer with two bugs hears of both (a raise on (B, H, T, d) inputs, a wrong
     scale that shows on (B, T, d) ones). :meth:`fail_if_any` then raises the first
     verdict, followed by each later one that names a mistake no earlier verdict
-    named (at most ``most`` of them).
+    named (at most ``most`` of them); a later "X. Or: Y" whose X was named is
+    explained by it and left out.
     A shortcut, or anything but a verdict, stops the check at once.
 
     Examples
@@ -72,6 +78,13 @@ class CaseVerdicts:
     def __init__(self, most: int = 2):
         self.failures: list[CheckFailed] = []
         self.most = most
+
+    @property
+    def said(self) -> tuple[str, ...]:
+        """The keys of the mistakes the verdicts so far name: a later case's
+        diagnosis (:func:`~course.checks.mistaken.mistaken`'s ``said``) leaves
+        them out of a combination, so that it says only what is new."""
+        return tuple(k for failed in self.failures for k in failed.mistakes)
 
     def __enter__(self) -> CaseVerdicts:
         return self
@@ -92,13 +105,15 @@ class CaseVerdicts:
         named = set(first.mistakes)
         parts = [str(first)]
         kept = list(_parts(first))
-        for text, keys in (part for err in later for part in _parts(err)):
+        for part in (part for err in later for part in _parts(err)):
             if len(parts) > self.most:
                 break
-            if set(keys) - named:  # a part of a combined verdict: only what is new
-                parts.append(say(ALSO, verdict=text))
-                kept.append((text, keys))
-                named |= set(keys)
+            if any(set(keys) <= named for keys in part.alternatives):
+                continue  # "X. Or: Y" after X was named: X gives these numbers too
+            if set(part.keys) - named:  # of a combined verdict: only what is new
+                parts.append(say(ALSO, verdict=part.text))
+                kept.append(part)
+                named |= set(part.keys)
         if len(parts) == 1:
             raise first
         keys = [k for err in self.failures for k in err.mistakes if k in named]
@@ -107,10 +122,20 @@ class CaseVerdicts:
         raise combined
 
 
-def _parts(err: CheckFailed) -> list[tuple[str, tuple[str, ...]]]:
-    """``[(verdict, its keys)]``: the verdicts a combined one was made of (its
-    first, then each "Also:"), or the verdict itself."""
-    return getattr(err, "parts", None) or [(str(err), err.mistakes)]
+class Part(NamedTuple):
+    """One verdict of a combined one: its text, the keys it names, and (for "X.
+    Or: Y") the keys of each alternative."""
+
+    text: str
+    keys: tuple[str, ...]
+    alternatives: tuple[tuple[str, ...], ...] = ()
+
+
+def _parts(err: CheckFailed) -> list[Part]:
+    """The verdicts a combined one was made of (its first, then each "Also:"), or
+    the verdict itself."""
+    parts = getattr(err, "parts", None)
+    return parts or [Part(str(err), err.mistakes, err.alternatives)]
 
 
 def both(first: str, *others: str) -> str:
@@ -492,6 +517,26 @@ def call_naming(fn: Callable, *args, name: str, case: str, **fields):
         return call(fn, *args, name=name)
     except CheckFailed as err:
         fail(case, verdict=str(err), **fields)
+
+
+def runs(fn: Callable, *args, name: str) -> bool:
+    """Whether the student's ``fn(*args)`` returns (anything) without raising: a
+    check's probe for which input made a call fail.
+
+    Parameters
+    ----------
+    fn : callable
+        The student's function.
+    *args
+        Passed on (copies, as :func:`call` gives them).
+    name : str
+        How to name ``fn`` (as :func:`call` does).
+    """
+    try:
+        call(fn, *args, name=name)
+    except CheckFailed:
+        return False
+    return True
 
 
 def private(value, memo: dict | None = None):

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from ..i18n import N_, naming, say, sentences
-from .calls import fail
+from ..i18n import N_, mistakes_of, naming, say, sentences
+from .calls import CheckFailed, fail
 
 # References taken at import, before any student code runs, so that a notebook which
 # redefines ``torch.allclose`` and friends does not change how it is graded.
@@ -182,7 +182,12 @@ def fail_mistaken(name: str, *mistakes: str) -> None:
         Catalog sentences, one per misconception; several where, on this input,
         they give the same numbers (joined with "Or:").
     """
-    fail("{name} is wrong: {mistakes}", name=name, mistakes=either(list(mistakes)))
+    err = CheckFailed(
+        say("{name} is wrong: {mistakes}", name=name, mistakes=either(list(mistakes)))
+    )
+    if len(mistakes) > 1:  # each alone would explain these numbers
+        err.alternatives = tuple(mistakes_of(m) for m in mistakes)
+    raise err
 
 
 def expect_equal(actual, expected, name: str, hint: str = "") -> None:

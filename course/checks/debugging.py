@@ -365,17 +365,22 @@ def _expect_masked(fn, scores, mask, dim: int = -1) -> None:
         INVERTED: torch.nan_to_num(_softmax(s, dim)),
         FILL_NOT_LOW: _fixed_fill(scores, full, dim),
     }
+    pairs = {}  # tried only where no one mistake gives the numbers
     if dim % scores.dim() != scores.dim() - 1:
         wrong[LAST_DIM] = masked_oracle(scores, mask, -1)
-        wrong[both(LAST_DIM, INVERTED)] = torch.nan_to_num(_softmax(s, -1))
-    expect_close(got, want, name, atol=tol, rtol=tol, diagnose=wrong, what="torch")
+        pairs[both(LAST_DIM, INVERTED)] = torch.nan_to_num(_softmax(s, -1))
+        pairs[both(LAST_DIM, FILL_NOT_LOW)] = _fixed_fill(scores, full, -1)
+    expect_close(
+        got, want, name, atol=tol, rtol=tol, diagnose=[wrong, pairs], what="torch"
+    )
 
 
 def _fixed_fill(scores, mask, dim: int, fill: float = -1e4) -> tuple:
     """Softmax of the scores with the blocked ones filled with ``fill`` (in the
-    scores' dtype): the rows with no allowed key zeroed, or left uniform."""
+    scores' dtype): the rows with no allowed key zeroed, or left uniform, or the
+    blocked weights zeroed after the softmax (times the mask)."""
     p = _softmax(scores.masked_fill(~mask, fill).double(), dim)
-    return p.masked_fill(~mask.any(dim, keepdim=True), 0.0), p
+    return p.masked_fill(~mask.any(dim, keepdim=True), 0.0), p, p * mask
 
 
 def _sink_row(gen, scores, mask, dim: int) -> None:
@@ -445,6 +450,8 @@ def masked_softmax_random(fn, seed: int) -> None:
             dim = rng.choice([-1, -1, len(shape) - 2])
             if i == 2:  # plain scores over a dim before the last: a fixed dim -1 shows
                 dtype, scale, dim = torch.float32, 3.0, len(shape) - 2
+            if i == 3:  # the sink row below along the last dim, which a fixed dim
+                dim = -1  # reduces too: a weak fill shows beside it
             if i < 2:  # a first row with nothing allowed, a last one with something
                 index, other = [slice(None)] * mask.dim(), -2 if dim == -1 else -1
                 index[other] = 0

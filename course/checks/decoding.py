@@ -13,6 +13,7 @@ mistake changes.
 from __future__ import annotations
 
 import functools
+import math
 import random
 
 import torch
@@ -23,11 +24,11 @@ from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import CheckFailed, call, expect_close, expect_shape, expect_tensor, fail
 from . import attention_steps as steps_
-from .calls import CaseVerdicts
+from .calls import CaseVerdicts, runs
 from .compare import fail_mistaken, is_close, with_hint
 from .lessons import FUSED_ATTENTION, Lesson
 from .mistaken import Step, mistaken
-from .oracles import NO_SCALE, additive_mask, eager_attention
+from .oracles import BY_D, BY_WIDTH, NO_SCALE, additive_mask, eager_attention
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
 _equal = torch.equal
@@ -319,9 +320,13 @@ def _cross_steps(attn, x, memory, mask: _Tensor | None) -> list[Step]:
         masks[CROSS_CAUSAL] = causal
     if same and mask is not None and not bool(mask.all()):
         masks[MASK_ON_QUERIES] = _on_queries(mask)
+    d = D // H
+    scales = {NO_SCALE: 1.0, BY_D: float(d)}
+    if H > 1:  # one head: the width is the head size
+        scales[BY_WIDTH] = math.sqrt(D)
     return [
         Step(right=project(x, memory, memory), wrong=projections),
-        steps_.scale(D // H, {NO_SCALE: 1.0}),
+        steps_.scale(D // H, scales),
         Step(right=fill.right, wrong=masks),
         steps_.softmax({}),
         steps_.weigh(),
@@ -345,13 +350,16 @@ def _on_queries(mask: _Tensor) -> tuple:
     return added, filled(-1e9), filled(-float("inf"))
 
 
-def _cross_tiers(attn, x, memory, mask: _Tensor | None) -> list[dict]:
-    """What cross-attention gives with one, then two, of the known mistakes."""
+def _cross_tiers(
+    attn, x, memory, mask: _Tensor | None, said: tuple[str, ...] = ()
+) -> list[dict]:
+    """What cross-attention gives with one, then two, of the known mistakes
+    (``said``: those an earlier case named, left out of a combination)."""
     keep = None if mask is None else mask[:, None, None, :]  # (B, 1, 1, Tk)
     steps = _cross_steps(attn, x, memory, mask)
     # three at once too: the steps are few and cheap (a project, a scale and a mask
     # mistake: no scale, the mask inverted, no value bias, say)
-    return mistaken({"keep": keep}, steps, result=lambda st: st["c"], most=3)
+    return mistaken({"keep": keep}, steps, result=lambda st: st["c"], most=3, said=said)
 
 
 def _one_per_key(got, attn, x, memory, memory_mask) -> str:
@@ -369,10 +377,18 @@ def _one_per_key(got, attn, x, memory, memory_mask) -> str:
 
 
 def _expect_cross(
-    fn, attn, x, memory, memory_mask, want: _Tensor | None = None, shape_only=False
+    fn,
+    attn,
+    x,
+    memory,
+    memory_mask,
+    want: _Tensor | None = None,
+    shape_only=False,
+    said: tuple[str, ...] = (),
 ):
     """Compare ``fn(x, memory, attn, memory_mask)`` with the module's own output
-    (or ``want``, what it returned inside the model); ``shape_only``: its shape."""
+    (or ``want``, what it returned inside the model); ``shape_only``: its shape;
+    ``said``: the mistakes an earlier case named."""
     B, Tq, D = x.shape
     Tk = memory.shape[1]
     mask = None if memory_mask is None else memory_mask.clone()
@@ -391,7 +407,7 @@ def _expect_cross(
         got,
         _module_context(attn, x, memory, mask) if want is None else want,
         name,
-        diagnose=lambda: _cross_tiers(attn, x, memory, mask),
+        diagnose=lambda: _cross_tiers(attn, x, memory, mask, said),
         what=say("the cross-attention module's own output"),
     )
 
@@ -444,13 +460,13 @@ def cross_attention_random(fn, seed: int) -> None:
     source and target lengths too."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
-    for case in range(3):  # the first: equal lengths, where a swap keeps the shape
-        with verdicts:
+    for case in range(3):  # the first: equal lengths, where a swap keeps the shape,
+        with verdicts:  # and several heads, where sqrt(D) is not sqrt(d)
             model = _with_biases(
                 models.tiny_encoder_decoder(
                     seed=rng.randint(0, 999),
                     num_layers=1,
-                    num_heads=rng.choice([1, 2, 3]),
+                    num_heads=rng.choice([2, 3] if case == 0 else [1, 2, 3]),
                     head_size=rng.choice([4, 8]),
                 ),
                 seed,
@@ -463,7 +479,9 @@ def cross_attention_random(fn, seed: int) -> None:
             for attn, x, memory, memory_mask, out in cross_attention_io(
                 model, src, mask, tgt
             ):
-                _expect_cross(fn, attn, x, memory, memory_mask, want=out)
+                _expect_cross(
+                    fn, attn, x, memory, memory_mask, want=out, said=verdicts.said
+                )
     verdicts.fail_if_any()
 
 
@@ -768,6 +786,16 @@ def _fed_stale(fed_ids: list, tokens: _Tensor, T: int) -> bool:
     return False
 
 
+#: Where a call raises with the cache and runs without: the cached steps' cause.
+CACHED_STEP_FAILS = N_(
+    "greedy_generate fails with use_cache=True and runs without the cache: look at "
+    "the steps after the first, which feed the model only the new token. Feed it "
+    "as (B, 1) ids, generated[:, -1:] (generated[:, -1] drops the token dim), with "
+    "the past_key_values the step before returned. {verdict}",
+    mistake="cached-step-fails",
+)
+
+
 def _expect_greedy(
     fn, model, prompt: tuple[_Tensor, tuple], n: int, use_cache: bool, label: str
 ):
@@ -776,15 +804,14 @@ def _expect_greedy(
     ids, (want, want_logits) = prompt
     B, T = ids.shape
     with _Watch(model) as watch, LESSONS["greedy_generate"].enforced():
-        seen = call(
-            fn,
-            model,
-            ids.clone(),
-            n,
-            use_cache,
-            name="greedy_generate",
-            probe=watch.probe,
-        )
+        try:
+            seen = call(
+                fn, model, ids, n, use_cache, name="greedy_generate", probe=watch.probe
+            )
+        except CheckFailed as err:
+            if use_cache and runs(fn, model, ids, n, False, name="greedy_generate"):
+                fail(CACHED_STEP_FAILS, verdict=str(err))
+            raise
     name = say(
         "greedy_generate(model, input_ids, {n}, use_cache={use_cache}) {label}",
         n=n,

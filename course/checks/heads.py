@@ -6,6 +6,7 @@ Oracles: the projection module's own output split into heads (``linear(x)`` view
 
 from __future__ import annotations
 
+import math
 import random
 
 import torch
@@ -211,6 +212,13 @@ PROJECTED_BY_COLUMNS = N_(
     mistake="weight-columns",
 )
 
+PRESCALED = N_(
+    "the projection was divided by sqrt(d): a head's projection is the Linear's "
+    "output for its rows alone, y_h = x @ W_h.T + b_h; the 1/sqrt(d) belongs to "
+    "the scores, Q K^T / sqrt(d).",
+    mistake="projection-scaled",
+)
+
 
 def _expect_projection(fn, x, linear, *, head, d) -> None:
     with torch.no_grad():
@@ -238,7 +246,8 @@ def _expect_projection(fn, x, linear, *, head, d) -> None:
             mistake="weight-no-transpose",
         ): (x @ W_h + b_h) if W_h.shape[0] == W_h.shape[1] else want * 0 - 1,
     }
-    pairs = {}
+    diagnose[PRESCALED] = want / math.sqrt(d)
+    pairs = {both(NO_BIAS, PRESCALED): x @ W_h.T / math.sqrt(d)}
     if W.shape[0] == W.shape[1]:  # else x @ W[:, cols] does not fit x
         diagnose[PROJECTED_BY_COLUMNS] = x @ columns + b_h
         pairs[both(PROJECTED_BY_COLUMNS, NO_BIAS)] = x @ columns

@@ -25,11 +25,13 @@ from .. import models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
+from . import attention_steps as steps_
 from . import call, expect_close, expect_equal, expect_shape, fail
-from .calls import CaseVerdicts, both, call_naming
+from .calls import CaseVerdicts, CheckFailed, both, runs
 from .compare import expect_bool_mask, fail_mistaken
 from .lessons import FUSED_ATTENTION, KV_SHARING, ROTARY_CODE, Lesson
-from .oracles import NO_SCALE, additive_mask, eager_attention
+from .mistaken import Step, mistaken
+from .oracles import BY_D, NO_SCALE, additive_mask, eager_attention
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
 _equal = torch.equal
@@ -388,13 +390,9 @@ def sliding_window_mask_random(fn, seed: int) -> None:
 # --- grouped-query attention ----------------------------------------------------
 
 
-def _gqa(Q, K, V, mask, *, scale=True, tiled=False) -> _Tensor:
-    """transformers' eager grouped-query attention (``repeat_kv``), (B, H, T, d);
-    ``tiled``: the K/V heads repeated whole (``repeat``), not each in place."""
-    if tiled:
-        g = Q.shape[1] // K.shape[1]
-        K, V = K.repeat(1, g, 1, 1), V.repeat(1, g, 1, 1)
-    return eager_attention(Q, K, V, mask, scale=scale)
+def _gqa(Q, K, V, mask) -> _Tensor:
+    """transformers' eager grouped-query attention (``repeat_kv``), (B, H, T, d)."""
+    return eager_attention(Q, K, V, mask)
 
 
 #: Where a call with 1 < H_kv < H fails: only there do the heads not broadcast.
@@ -407,44 +405,114 @@ NOT_SHARED = N_(
 )
 
 
-def _expect_gqa(fn, Q, K, V, mask, *, want=None, project=None) -> None:
+#: Where a call raises with a mask and runs without it: the mask is the cause.
+MASK_SHAPE_FAILS = N_(
+    "grouped_query_attention fails with a mask of shape {shape} and runs without "
+    "one: the mask must broadcast against your scores as they are shaped where "
+    "you apply it (a (B, 1, T, T) mask against (B, H, T, T) scores; scores "
+    "grouped as (B, H_kv, g, T, T) need it as (B, 1, 1, T, T)). {verdict}",
+    mistake="gqa-mask-shape",
+)
+
+
+def _gqa_call(fn, Q, K, V, mask):
+    """``fn(Q, K, V, mask)``; should it raise, the verdict names the input that
+    made it: the mask (it runs without one) or K/V heads not repeated (it runs
+    with them repeated), else the raise itself."""
+    name, H, H_kv = "grouped_query_attention", Q.shape[1], K.shape[1]
+    with LESSONS[name].enforced():
+        try:
+            return call(fn, Q, K, V, mask, name=name)
+        except CheckFailed as err:
+            if mask is not None and runs(fn, Q, K, V, None, name=name):
+                fail(MASK_SHAPE_FAILS, shape=tuple(mask.shape), verdict=str(err))
+            g = H // H_kv  # only where 1 < H_kv < H do the heads not broadcast
+            repeated = (t.repeat_interleave(g, 1) for t in (K, V))
+            if 1 < H_kv < H and runs(fn, Q, *repeated, mask, name=name):
+                fail(NOT_SHARED, H=H, H_kv=H_kv, verdict=str(err))
+            raise
+
+
+BOOL_MULTIPLIED = N_(
+    "the bool mask multiplied the scores: a blocked key's score becomes 0, and a "
+    "score of 0 still gets weight. Fill the blocked scores instead: "
+    "scores.masked_fill(~mask, float('-inf')).",
+    mistake="bool-mask-multiplied",
+)
+
+
+#: A (B, 1, T, T) or (B, 1, 1, T) mask against scores grouped as (B, H_kv, g, T, T):
+#: where B == H_kv it broadcasts, each example's mask on one group of heads.
+MASK_BY_GROUP = N_(
+    "the mask met your scores grouped as (B, H_kv, g, T, T) one dim off: its "
+    "batch dim lined up with the K/V heads, so each group of query heads got "
+    "another example's mask (where B differs from H_kv it raises instead). Give "
+    "it a group dim first, mask.unsqueeze(2): (B, 1, 1, T, T).",
+    mistake="gqa-mask-by-group",
+)
+
+
+def _gqa_steps(H: int, *, H_kv: int, d: int) -> list[Step]:
+    """Grouped-query attention step by step (K/V heads repeated, scores scaled,
+    masked, softmax, V weighed), with the ways each step goes wrong."""
+    g = H // H_kv
+
+    def repeated(tiled: bool):
+        def way(st):
+            if tiled:  # the heads repeated whole: head h gets K/V head h % H_kv
+                k, v = (st[n].repeat(1, g, 1, 1) for n in "kv")
+            else:
+                k, v = (st[n].repeat_interleave(g, 1) for n in "kv")
+            return {**st, "k": k, "v": v}
+
+        return way
+
+    def bool_added(st):  # True adds 1, False 0: blocked keys keep their weight
+        keep = st["keep"]
+        return None if keep is None else {**st, "s": st["scaled"] + keep.double()}
+
+    def by_group(st):  # a 4-D mask against (B, H_kv, g, T, T): its batch dim meets
+        keep, (B, _, Tq, Tk) = st["keep"], st["scaled"].shape  # the K/V heads
+        if keep is None or keep.dim() != 4 or keep.shape[0] != H_kv or H_kv == 1:
+            return None
+        grouped = torch.broadcast_to(keep[None], (B, H_kv, g, Tq, Tk))
+        return fill.right({**st, "keep": grouped.reshape(B, H, Tq, Tk)})
+
+    fill = steps_.fill_mask(ignored=MASK_IGNORED, multiplied=BOOL_MULTIPLIED)
+    masks = {**fill.wrong, BOOL_ADDED: bool_added, MASK_BY_GROUP: by_group}
+    tiled = {TILED: repeated(True)} if 1 < H_kv < H else {}  # else tiling is right
+    return [
+        Step(right=repeated(False), wrong=tiled),
+        steps_.scale(d, {NO_SCALE: 1.0, BY_D: float(d)}),
+        Step(right=fill.right, wrong=masks),
+        steps_.softmax({}),
+        steps_.weigh(),
+    ]
+
+
+def _expect_gqa(fn, Q, K, V, mask, *, want=None, project=None, said=()) -> None:
     """Compare ``fn(Q, K, V, mask)`` (then ``project``, if given) with ``want``
-    (default: transformers' eager attention with ``repeat_kv``)."""
+    (default: transformers' eager attention with ``repeat_kv``); ``said``: the
+    mistakes an earlier case named."""
     B, H, T, d = Q.shape
-    H_kv = K.shape[1]
-    with LESSONS["grouped_query_attention"].enforced():
-        args = (Q.clone(), K.clone(), V.clone(), mask)
-        if 1 < H_kv < H:  # only there do the heads not broadcast
-            got = call_naming(
-                fn,
-                *args,
-                name="grouped_query_attention",
-                case=NOT_SHARED,
-                H=H,
-                H_kv=H_kv,
-            )
-        else:
-            got = call(fn, *args, name="grouped_query_attention")
+    got = _gqa_call(fn, Q, K, V, mask)
     name = "grouped_query_attention(Q, K, V, mask)"
     expect_shape(
         got, (B, H, T, d), name, N_("One context per query head: (B, H, T, d).")
     )
-    diagnose = {
-        TILED: _gqa(Q, K, V, mask, tiled=True),
-        NO_SCALE: _gqa(Q, K, V, mask, scale=False),
-    }
-    if mask is not None:
-        diagnose[MASK_IGNORED] = _gqa(Q, K, V, None)
-        # True adds 1, False 0: in a softmax the same as 0 and -1, a fill of -1
-        diagnose[BOOL_ADDED] = eager_attention(Q, K, V, mask, fill=-1.0)
     if project is not None:
         got = project(got)
-        diagnose = {m: project(w.to(got.dtype)) for m, w in diagnose.items()}
+    start = {"q": Q.double(), "k": K.double(), "v": V.double(), "keep": mask}
     expect_close(
         got,
         _gqa(Q, K, V, mask) if want is None else want,
         name,
-        diagnose=diagnose,
+        diagnose=lambda: mistaken(
+            start,
+            _gqa_steps(H, H_kv=K.shape[1], d=d),
+            result=lambda st: st["c"] if project is None else project(st["c"]),
+            said=said,
+        ),
         what=say("the Llama layer's output")
         if project
         else say("transformers' repeat_kv attention"),
@@ -512,6 +580,7 @@ def _random_mask(gen, B: int, T: int, shape: str) -> _Tensor | None:
     }
     mask = torch.rand(*size[shape], generator=gen) < 0.6
     mask[..., 0] = True  # every query may attend somewhere
+    mask[..., -1, -1] = False  # never all True: an ignored mask shows (T >= 2)
     return mask
 
 
@@ -525,11 +594,16 @@ def grouped_query_attention_random(fn, seed: int) -> None:
             H_kv = rng.choice([2, 3] if case == 0 else [1, 2, 3])
             g = rng.choice([2, 4] if case == 0 else [1, 2, 4])
             B, T, d = rng.randint(1, 3), rng.randint(2, 9), rng.choice([4, 8, 16])
+            shapes = ["(T, T)", "(B, 1, T, T)", "(B, 1, 1, T)"] + ["none"] * (case > 0)
+            if case == 0:  # a mask with a batch dim over 2 or 3 examples that
+                B, T, shapes = rng.randint(2, 3), rng.randint(3, 9), shapes[1:]
             Q = torch.randn(B, H_kv * g, T, d, generator=gen)
             K, V = (torch.randn(B, H_kv, T, d, generator=gen) for _ in range(2))
-            shapes = ["(T, T)", "(B, 1, T, T)", "(B, 1, 1, T)"] + ["none"] * (case > 0)
             shape = rng.choice(shapes)
-            _expect_gqa(fn, Q, K, V, _random_mask(gen, B, T, shape))
+            mask = _random_mask(gen, B, T, shape)
+            if case == 0:  # differ (key 1 blocked in all but the first): a mask
+                mask[0, ..., 1], mask[1:, ..., 1] = True, False  # that mixes them shows
+            _expect_gqa(fn, Q, K, V, mask, said=verdicts.said)
     verdicts.fail_if_any()
 
 

@@ -264,6 +264,10 @@ DIAGONAL = N_(
     "previous token is one below it (offset -1).",
     mistake="diagonal",
 )
+HEAD_LAYER = N_(
+    "previous_token_heads returned (head, layer) pairs: each pair is (layer, head).",
+    mistake="head-layer",
+)
 FIRST_EXAMPLE = N_(
     "previous_token_heads averaged the first example only: take the mean over the "
     "batch too.",
@@ -286,11 +290,7 @@ def _name_prev_mistake(got_set, attentions, threshold: float) -> None:
         fail(FIRST_EXAMPLE)
     want = _pairs(score, lambda s: s >= threshold)
     if want and got_set == {(h, ly) for ly, h in want} != want:
-        fail(
-            "previous_token_heads returned (head, layer) pairs: each pair is "
-            "(layer, head).",
-            mistake="head-layer",
-        )
+        fail(HEAD_LAYER)
 
 
 def _judge_prev(got_set: set, attentions, threshold: float) -> None:
@@ -325,26 +325,33 @@ def _judge_prev(got_set: set, attentions, threshold: float) -> None:
 
 def _heads_found(
     attentions, threshold: float, mistakes: frozenset[str]
-) -> set[tuple[int, int]]:
-    """The (layer, head) pairs an answer with ``mistakes`` finds: the next token
-    or the diagonal read, ``>`` for ``>=``, the first example only, a sum over
-    the queries divided by T."""
+) -> list[set[tuple[int, int]]]:
+    """The sets of (layer, head) pairs an answer with ``mistakes`` finds (one per
+    way of making them): the next token or the diagonal read (over every query,
+    or from query 1 on, as the previous token's is), ``>`` for ``>=``, the first
+    example only, a sum over the queries divided by T, (head, layer) pairs."""
     offset = 1 if NEXT_TOKEN in mistakes else 0 if DIAGONAL in mistakes else -1
     if FIRST_EXAMPLE in mistakes:
         attentions = tuple(a[:1] for a in attentions)
-    score = _diagonal_score(attentions, offset)
     T = attentions[0].shape[-1]
+    scores = [_diagonal_score(attentions, offset)]
+    if offset == 0:  # the diagonal from query 1 on: T - 1 queries, as offset -1
+        scores.append(_diagonal_score(tuple(a[..., 1:, 1:] for a in attentions), 0))
     if OVER_T in mistakes:
-        score = score * (T - abs(offset)) / T
-    if STRICT in mistakes:
-        return _pairs(score, lambda s: s > threshold)
-    return _pairs(score, lambda s: s >= threshold)
+        scores = [score * (T - abs(offset)) / T for score in scores]
+    keep = (
+        (lambda s: s > threshold) if STRICT in mistakes else (lambda s: s >= threshold)
+    )
+    found = [_pairs(score, keep) for score in scores]
+    if HEAD_LAYER in mistakes:
+        found = [{(head, layer) for layer, head in heads} for heads in found]
+    return found
 
 
 def _explained(found: list, cases: list) -> list[tuple[str, ...]]:
     """The fewest known mistakes (one, else two) that give every set of heads an
     answer ``found`` on its ``cases`` ((attentions, threshold) each)."""
-    known = (NEXT_TOKEN, DIAGONAL, STRICT, FIRST_EXAMPLE, OVER_T)
+    known = (NEXT_TOKEN, DIAGONAL, STRICT, FIRST_EXAMPLE, OVER_T, HEAD_LAYER)
     for n in (1, 2):
         fits = [
             chosen
@@ -352,7 +359,7 @@ def _explained(found: list, cases: list) -> list[tuple[str, ...]]:
             if {NEXT_TOKEN, DIAGONAL} - set(chosen)  # one offset at a time
             and not (DIAGONAL in chosen and OVER_T in chosen)  # T of T: no change
             and all(
-                got == _heads_found(attentions, threshold, frozenset(chosen))
+                got in _heads_found(attentions, threshold, frozenset(chosen))
                 for got, (attentions, threshold) in zip(found, cases, strict=True)
             )
         ]
@@ -375,7 +382,7 @@ def _expect_prev_cases(fn, cases: list) -> None:
                 "previous_token_heads should return a list of (layer, head) pairs "
                 "of ints."
             )
-    right = [_heads_found(a, t, frozenset()) for a, t in cases]
+    right = [_heads_found(a, t, frozenset())[0] for a, t in cases]
     if found == right:
         return
     fits = _explained(found, cases)

@@ -416,8 +416,8 @@ def _causal_steps(T: int, d: int) -> list[Step]:
     """Causal attention's probs, step by step, with the ways each step goes wrong
     (every way of masking, the scale, the softmax's dim)."""
     scales = {NO_SCALE: 1.0, BY_D: float(d)}
-    if T not in (1, d):  # T = d: no mistake; T = 1: no scale (T = d * d: by d
-        scales[BY_LENGTH] = math.sqrt(T)  # as well, and both are named)
+    if T != d:  # T = d: no mistake; T = 1: no scale, T = d * d: by d (both named)
+        scales[BY_LENGTH] = math.sqrt(T)
 
     def masked_where(blocked: torch.Tensor, fills=(-math.inf,)):
         ways = tuple(
@@ -440,7 +440,11 @@ def _causal_steps(T: int, d: int) -> list[Step]:
     return [steps_.scale(d, scales), mask, steps_.softmax({OVER_QUERIES: -2})]
 
 
-def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
+def _expect_causal_attention(
+    fn, Q, K, V, part: str, said: tuple[str, ...] = ()
+) -> None:
+    """Compare ``fn(Q, K, V)``'s probs, context or both (``part``) with torch's
+    causal attention; ``said``: the mistakes an earlier case named."""
     with LESSONS["causal_attention"].enforced():
         got = _unbatched_named(fn, Q, K, V)
     if not isinstance(got, (tuple, list)) or len(got) != 2:
@@ -467,7 +471,9 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
             probs,
             want_p,
             "probs",
-            diagnose=lambda: mistaken(start, steps, result=lambda st: st["p"]),
+            diagnose=lambda: mistaken(
+                start, steps, result=lambda st: st["p"], said=said
+            ),
             what=say("torch's causal attention"),
         )
     if part in ("context", "all"):
@@ -476,7 +482,7 @@ def _expect_causal_attention(fn, Q, K, V, part: str) -> None:
             want_c,
             "context",
             diagnose=lambda: mistaken(
-                start, [*steps, _WEIGH], result=lambda st: st["c"]
+                start, [*steps, _WEIGH], result=lambda st: st["c"], said=said
             ),
             what=say("torch's causal attention"),
         )
@@ -532,5 +538,7 @@ def causal_attention_random(fn, seed: int) -> None:
             shape = [rng.randint(1, 3) for _ in range(count)]
             # the first is three tokens long at least: a second mistake shows
             shape += [rng.randint(3 if i == 0 else 1, 8), rng.choice([2, 16])]
-            _expect_causal_attention(fn, *_qkv(seed + i, *shape), part="all")
+            _expect_causal_attention(
+                fn, *_qkv(seed + i, *shape), part="all", said=verdicts.said
+            )
     verdicts.fail_if_any()

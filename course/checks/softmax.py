@@ -340,9 +340,8 @@ def _diagnose_scores(Q, K, s) -> dict:
         D = Q.shape[1] * d
         out[say(BY_WIDTH)] = s * math.sqrt(d / D)
         out[say(BY_HEADS)] = s * math.sqrt(d / Q.shape[1])
-    Tk = K.shape[-2]
-    if Tk > 1:  # one key: sqrt(Tk) is no scale at all, said above
-        out[say(BY_LENGTH)] = s * math.sqrt(d / Tk)
+    Tk = K.shape[-2]  # one key: sqrt(Tk) is no scale at all, and both are named
+    out[say(BY_LENGTH)] = s * math.sqrt(d / Tk)
     if Q.shape[-2] == K.shape[-2]:
         out[say(SCORES_T)] = s.transpose(-1, -2)
     return out

@@ -96,7 +96,7 @@ def _expect_attention(cls, *, d_model, heads, B, T, mask_kind, seed) -> None:
             diagnose=lambda: mistaken(start, steps[:4], result=lambda st: st["p"]),
             what=what,
         )
-    said = tuple(k for failed in verdicts.failures for k in failed.mistakes)
+    said = verdicts.said
     with verdicts:  # of a split and a merge mistake, the merge is what out adds
         expect_close(
             out,
