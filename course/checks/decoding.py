@@ -326,7 +326,7 @@ def _cross_steps(attn, x, memory, mask: _Tensor | None) -> list[Step]:
         scales[BY_WIDTH] = math.sqrt(D)
     return [
         Step(right=project(x, memory, memory), wrong=projections),
-        steps_.scale(D // H, scales),
+        steps_.scale(d, scales),
         Step(right=fill.right, wrong=masks),
         steps_.softmax({}),
         steps_.weigh(),
