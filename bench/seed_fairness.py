@@ -11,7 +11,10 @@ seconds per form get fewer seeds (the count says how many ran). The training
 checks (``harness.SLOW``) need the notebook's model class: the notebook tests
 cover them.
 
-``tests/test_checks_seeds.py`` sweeps 207 seeds in CI; this is the big sweep.
+``tests/test_checks_seeds.py`` sweeps 207 seeds in CI (67 for a wrong answer on
+the costliest checks); this is the big sweep. With ``--mutants`` it sweeps the
+fixtures' wrong answers instead (``MUTANTS``): each must keep the message piece
+its fixture names on every seed, and every (mutant, seed) that does not is shown.
 
 Run of 2026-12-01 (``--seeds 1000``, budgets 15-150 s a form and check; seeds swept
 by every form): 1000 for 03, 04, 06, 08, 09, 10 (but heatmap_random: 49), 05
@@ -25,6 +28,7 @@ passes too). After the fixes: no correct form lost a point.
 
     .venv/bin/python bench/seed_fairness.py --seeds 1000
     .venv/bin/python bench/seed_fairness.py --only 06 --seeds 300
+    .venv/bin/python bench/seed_fairness.py --mutants --only 13 --budget 60
 """
 
 from __future__ import annotations
@@ -68,12 +72,40 @@ def sweep(assignment: str, seeds: list[int], budget: float) -> dict:
     return out
 
 
+def sweep_mutants(assignment: str, seeds: list[int], budget: float) -> dict:
+    """As :func:`sweep`, for each fixture mutant on the hidden checks it must
+    fail: a (mutant, seed, verdict) where the verdict lacks the mutant's message
+    piece (or passes) is a failure."""
+    from harness import answer_namespace, fixture_module, hidden_calls, verdict
+
+    out = defaultdict(lambda: [0, [], 0.0])
+    for mutant in fixture_module(assignment).MUTANTS:
+        ns = answer_namespace(assignment, {mutant.cell: mutant.code})
+        for cell, fn, name, kwargs in hidden_calls(assignment):
+            if name != mutant.cell or cell not in mutant.fails:
+                continue
+            key = (cell, fn.__name__)
+            start = time.perf_counter()
+            for count, seed in enumerate(seeds, 1):  # noqa: B007 - count after the loop
+                message = verdict(fn, ns[name], kwargs, seed)
+                if not message or mutant.fails[cell] not in message:
+                    out[key][1].append((mutant.name, seed, message[:200]))
+                if time.perf_counter() - start > budget:
+                    break
+            out[key][0] = min(out[key][0], count) if out[key][0] else count
+            out[key][2] += time.perf_counter() - start
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=1000)
     parser.add_argument("--budget", type=float, default=120.0, help="s per form")
     parser.add_argument("--only", nargs="*", default=[""], help="prefixes: 06 07")
     parser.add_argument("--salt", type=int, default=0, help="another set of seeds")
+    parser.add_argument(
+        "--mutants", action="store_true", help="the fixtures' wrong answers instead"
+    )
     args = parser.parse_args()
     sys.path[:0] = [str(ROOT / "tests")]
     from course import grading
@@ -84,7 +116,9 @@ def main() -> None:
         if not assignment.startswith(tuple(args.only)):
             continue
         start = time.perf_counter()
-        table = sweep(assignment, seeds, args.budget)
+        table = (sweep_mutants if args.mutants else sweep)(
+            assignment, seeds, args.budget
+        )
         print(f"{assignment} ({time.perf_counter() - start:.0f} s)", flush=True)
         for (_, check), (count, failures, seconds) in table.items():
             print(
@@ -94,7 +128,10 @@ def main() -> None:
             for label, seed, message in failures[:MAX_SHOWN]:
                 print(f"    {label} seed={seed}: {message}", flush=True)
             lost += len(failures)
-    print(f"correct answers that lost a point: {lost}")
+    if args.mutants:
+        print(f"wrong answers whose mistake went unnamed: {lost}")
+    else:
+        print(f"correct answers that lost a point: {lost}")
 
 
 if __name__ == "__main__":

@@ -102,6 +102,40 @@ pairs, one mistake only in a03_7 (no bias, divided by sqrt(d)), a11_3 (a -1e4
 fill, a fixed dim), a13_2 (sqrt(D), the mask inverted), none in a10_6 (the
 diagonal, (head, layer) pairs) and a12_7 (no scale, the mask multiplied). Named
 since (59 of 59), so a regression set now.
+
+``bench/unseen/student-9/`` holds 80 (20 correct in unusual forms, 40 with one
+mistake, 10 with two, 10 that raise on allowed inputs), written on 2026-12-07 by
+a fresh helper from the release notebooks and the spec alone (function cells
+only), each label checked against references of its own, and run before any
+change they steered: 20/20 correct at full marks; of the 60 wrong, the runner
+cannot judge a09_7 (``train_tiny_transformer`` seeding only its data), and 59/59
+lost points. A reader counted 51 of the 59 named on the grader of 685110c (86%;
+36 of the 39 with one mistake, 8 of the 10 that raise, 7 of the 10 with two),
+and 52 on the same day's grader before it read them (a07_3's typed-in 12 and 32
+named by the typed-size hint, written for student-8's a03_3). Unnamed then:
+a03_5 (rows head:head+d in project_head), a07_6 (the feed-forward's residual
+from the layer's input), a13_2 (the 1/0 memory_mask added as it is), a06_7's
+broadcast error (a (B, 1, T) mask, on a line naming it ``ext``); of the pairs,
+one mistake only in a03_6 (columns, and head 0's bias), a11_8 (no scale, and
+the context not rescaled), a12_7 (V tiled while K is right, and the bool mask
+added). Named since (59 of 59), so a regression set now.
+
+``bench/unseen/student-10/`` holds 60 (15 correct in unusual forms, 30 with one
+mistake, 8 with two, 7 that raise on allowed inputs), half of them written as a
+student half-remembering a public implementation would (the Annotated
+Transformer, nanoGPT, Hugging Face, d2l, fairseq, tensor2tensor), by a fresh
+helper from the release notebooks and the spec alone on 2026-12-07, after
+student-9's fixes, and run before any change they steered: 15/15 correct at full
+marks; 43/45 wrong ones lost points (a05_3's attention_weights raising on 3-D
+inputs and a08_4's causal buffer of 64 tokens: no hidden case tried those
+shapes). A reader counted 38 of the 45 named (84%; 28 of the 30 with one
+mistake, 4 of the 7 that raise, 6 of the 8 with two). Unnamed then: a05_5 (the
+weights divided by sqrt(d) after the softmax), a06_3 (V made with the key
+Linear, named as "probs applied to K"), a09_5's raise (a (B, T, T) mask indexed
+mask[None, None]: the unpack hint), a03_5 (rows from head * H and head 0's
+bias: a shape only), a07_4 (residuals after each LayerNorm, and no mask); and
+a12_5's verdict repeated "the values are rotated too" for a second layer.
+Named since (45 of 45), so a regression set now.
 """
 
 from __future__ import annotations

@@ -168,6 +168,20 @@ def masked(scores, mask):
 
 def shifted(scores):
     return scores[..., 1:] - scores
+
+def heads_typed(x):
+    return x.view(x.shape[0], 12, -1)  # the course model's head count
+
+def d_typed(x):
+    d = 64
+    return x.view(x.shape[0], -1, d)
+
+def three_typed(x):
+    return x.view(x.shape[0], 3, -1)  # 3: no model size
+
+def renamed_mask(scores, mask):
+    ext = (1.0 - mask[:, None, :]) * -10000.0  # (B, 1, T): no head dim
+    return scores + ext
 """,
     CELL,
 )
@@ -189,13 +203,20 @@ def _no_keepdim_here(scores):  # not a cell: no line to read, the general hint
         (CELL["masked"], (torch.randn(2, 3, 4, 4), torch.randn(2, 4)), "equal or 1", "keepdim"),
         (CELL["shifted"], (torch.randn(2, 4, 4),), "equal or 1", ".T "),
         (_no_keepdim_here, (torch.randn(2, 4, 4),), "equal or 1", "keepdim"),
+        (CELL["heads_typed"], (torch.randn(2, 16),), "asks for 12, typed", ".shape'"),
+        (CELL["d_typed"], (torch.randn(2, 16),), "asks for 64, typed", "12,"),
+        (CELL["three_typed"], (torch.randn(2, 16),), "the tensor's own .shape", "typed"),
+        (CELL["renamed_mask"], (torch.randn(2, 3, 4, 4), torch.ones(2, 4)), "(B, 1, T, T)", "keepdim"),
     ],
 )  # fmt: skip
 def test_a_shape_error_gets_the_hint_of_its_inputs(fn, inputs, hint, not_hint):
     """Each example of the broadcast hint only where its situation is present: the
     mask's where a mask was given (told by its values), .T where the failing line
     has it on a batched input, keepdim where it reduces without one; else the
-    general rule alone."""
+    general rule alone. A line reads as the lines that assign its names too: a
+    mask renamed before it fails is still the mask, and a reshape that asks for a
+    size of the course's models typed in (on its line or in a name it uses) gets
+    that size named."""
     with pytest.raises(CheckFailed) as info:
         checks.call(fn, *inputs, name="f")
     assert hint in str(info.value) and not_hint not in str(info.value)

@@ -253,6 +253,19 @@ def test_modernbert_attention_passes_and_names_each_mistake():
         check.modernbert_attention_global(lambda attn, h: attn(h)[0])
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_mistake_of_every_layer_is_named_once(seed):
+    """Values rotated on every layer and the window on every layer: the global
+    layer's verdict names the window, and the rotation named on a local layer
+    first is not said again."""
+    with pytest.raises(CheckFailed) as err:
+        check.modernbert_attention_random(
+            lambda attn, h: _modern(attn, h, windowed=True, rotate_v=True), seed=seed
+        )
+    assert str(err.value).count("values are rotated too") == 1, str(err.value)
+    assert "the window is applied on a global layer" in str(err.value)
+
+
 def test_measured_cache_is_two_tensors_per_layer():
     """A Llama's cache holds K and V of (batch, H_kv, T, d) per layer: what the
     formula counts, in float32 and bfloat16."""

@@ -244,6 +244,14 @@ def whole_table(types, table):
 def mask_grew(scores, mask):
     B, H, T, _ = scores.shape
     return (scores + mask).reshape(B, H, T, T)
+
+def heads_12(linear, head, head_size):
+    return linear.weight.view(12, head_size, -1)[head], linear.bias[:head_size]
+
+def d_64(x, num_heads):
+    B, T, D = x.shape
+    d = 64  # bert-base's head size
+    return x.view(B, T, D // d, d).transpose(1, 2)
 """,
     CELL,
 )
@@ -272,6 +280,8 @@ HALF = torch.randn(2, 4).half()
         ("08_positions_and_masks", "permutation_check", CELL["batch_perm"], [torch.nn.Identity(), (2, 6, 4), torch.randperm(6)], "index-batch-dim"),
         ("11_debugging", "chunked_attention", CELL["same_length"], [(2, 3, 4), (2, 5, 4), (2, 5, 4)], "own-assert"),
         ("04_split_heads", "split_heads", CELL["split_fixed"], [(3, 5, 8), 2], "reshape-size"),
+        ("03_head_slicing", "head_params", CELL["heads_12"], [torch.nn.Linear(8, 8), 1, 2], "typed-size"),
+        ("04_split_heads", "split_heads", CELL["d_64"], [(3, 5, 8), 2], "typed-size"),
         ("09_build_a_transformer", "MultiHeadSelfAttention", CELL["mask_grew"], [(3, 1, 4, 4), "mask3"], "mask-grew"),
         ("03_head_slicing", "project_head", CELL["unpack3"], [(5, 4), (2, 4)], "unpack-shape"),
         ("13_decoding", "greedy_generate", CELL["int_eos"], [(3, 7)], "item-on-batch"),

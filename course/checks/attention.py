@@ -65,7 +65,8 @@ MULTIPLIED = N_(
     mistake="mask-multiplied",
 )
 ON_K = N_(
-    "the attention probabilities were applied to K instead of V: context = probs @ V.",
+    "the context weighs K, not V (probs @ K, or V made with the key projection): "
+    "context = probs @ V, where V is the value projection of hidden.",
     mistake="probs-k",
 )
 AS_IS = N_(

@@ -58,6 +58,7 @@ def fill_mask(
     ignored: str | None = None,
     inverted: str | None = None,
     multiplied: str | None = None,
+    added: str | None = None,
     after_softmax: str | None = None,
 ) -> Step:
     """``s``: the scores with blocked keys filled with -inf. Each argument is the
@@ -89,6 +90,9 @@ def fill_mask(
             ),
         ),
         multiplied: lambda st, blocked: _with(st, s=st["scaled"] * ~blocked),
+        added: lambda st, blocked: _with(  # the mask as it is: 1 kept, 0 blocked
+            st, s=st["scaled"] + (~blocked).to(st["scaled"].dtype)
+        ),
         after_softmax: lambda st, blocked: _with(
             st, s=st["scaled"], after=(~blocked).to(st["scaled"].dtype)
         ),

@@ -15,6 +15,7 @@ originals, nor reach a later check through a shared object (the course model).
 from __future__ import annotations
 
 import copy
+import linecache
 import math
 import re
 import traceback
@@ -283,6 +284,15 @@ MASK_BROADCAST = N_(
     "becomes (B, 1, T, T) to meet (B, H, T, T) scores.",
     mistake="mask-dims",
 )
+#: A shape unpacked into too few names, in a call given a mask.
+MASK_ADDED_DIMS = N_(
+    " Hint: the tensor has more dims than this line unpacks, so a broadcast "
+    "before it added some. A mask must line up with the (B, H, T, T) scores: "
+    "index a (B, T, T) mask as mask[:, None] (B, 1, T, T), and a (B, T) one as "
+    "mask[:, None, None, :]; a mask[None, None] in front of a batched mask makes "
+    "the scores 5-D.",
+    mistake="mask-added-dims",
+)
 #: A reshape that fails for having too many values, in a call given a mask.
 MASK_GREW = N_(
     " Hint: the tensor holds more values than the shape asks for, so a broadcast "
@@ -290,6 +300,32 @@ MASK_GREW = N_(
     "mask against (B, H, T, T) scores pairs B with H; give it a head dim, "
     "mask[:, None].",
     mistake="mask-grew",
+)
+
+
+#: Sizes of the course's models (MiniLM: 6 layers, 12 heads of 32, width 384;
+#: bert-base: 12 heads of 64, width 768; their feed-forward widths).
+MODEL_SIZES = frozenset({6, 12, 32, 64, 384, 768, 1536, 3072})
+#: A reshape that fails where its line asks for one of those typed in.
+TYPED_SIZE = N_(
+    " Hint: this line asks for {sizes}, typed into the code: a size of the "
+    "course's models (12 heads, a head size of 32 or 64, a width of 384 or 768). "
+    "The test's inputs have other sizes; read each size from the arguments or "
+    "from the tensor's own .shape (d = D // num_heads, say).",
+    mistake="typed-size",
+)
+
+
+#: Shapes that do not broadcast where one size is a number typed into the cell.
+FIXED_SIZE = N_(
+    " Hint: {size}, one of these sizes, is typed into your cell, and this input "
+    "has {other} there: a tensor made once at a fixed size (a causal mask for "
+    "{size} tokens, say) fits only inputs of that size. Make it from the input's "
+    "own shape on each call (T = scores.shape[-1]).",
+    mistake="fixed-size",
+)
+_SIZES = re.compile(
+    r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)"
 )
 
 
@@ -319,12 +355,15 @@ def _shapes(inputs: tuple) -> str:
     )
 
 
-def _hint(error: str, inputs: tuple, code: str = "", ename: str = "") -> str:
+def _hint(
+    error: str, inputs: tuple, code: str = "", ename: str = "", context: str = ""
+) -> str:
     """The hint for what torch said (empty if none). For a shape error it answers
-    the situation present: a mask on the failing line of a call given one (token
-    types of 0 and 1 are no mask), a ``.T`` on a batched tensor on
-    the failing line ``code``, a reduction there without ``keepdim``. An
-    ``assert`` of the student's own gets the input shapes it refused."""
+    the situation present on the failing line ``code`` (or in the ``context`` of
+    the lines that assign its names): a model size typed into a failing reshape,
+    a mask in a call given one (token types of 0 and 1 are no mask), a ``.T`` on
+    a batched tensor, a reduction without ``keepdim``. An ``assert`` of the
+    student's own gets the input shapes it refused."""
     if ename == "AssertionError" and code.startswith("assert"):
         return say(OWN_ASSERT, shapes=_shapes(inputs))
     key = next((key for key in HINTS if key in error), None)
@@ -333,14 +372,26 @@ def _hint(error: str, inputs: tuple, code: str = "", ename: str = "") -> str:
     if key == "values to unpack":
         if ".shape" not in code and ".size()" not in code:
             return ""
+        if re.match("too many", error) and any(map(_is_mask, inputs)):
+            return say(MASK_ADDED_DIMS)
         return say(HINTS[key], shapes=_shapes(inputs))
     reshaped = key == "is invalid for input of size"
+    typed = [n for n in _typed(code, context) if n in MODEL_SIZES]
+    if reshaped and typed:
+        return say(TYPED_SIZE, sizes=", ".join(map(str, typed)))
     if reshaped and _other_length(error, inputs):
         return say(OTHER_LENGTH)
     if reshaped and _grew(error) and any(map(_is_mask, inputs)):
         return say(MASK_GREW)
     if key == "must match the size of tensor b":
-        if any(map(_is_mask, inputs)) and "mask" in code.lower():
+        found = _SIZES.search(error)
+        sizes = [int(n) for n in found.groups()] if found else []
+        # a length or width typed in: 8 or more (2 or 4 is more often a half, a dim)
+        fixed = [n for n in _typed(code, context) if n in sizes and n >= 8]
+        if fixed and len(set(sizes)) == 2:
+            other = next(n for n in sizes if n != fixed[0])
+            return say(FIXED_SIZE, size=fixed[0], other=other)
+        if any(map(_is_mask, inputs)) and "mask" in (code + context).lower():
             return say(MASK_BROADCAST)
         batched = any(getattr(v, "ndim", 0) > 2 for v in inputs)
         if batched and re.search(r"\.T\b", code):
@@ -399,16 +450,17 @@ def _is_mask(value) -> bool:
     )
 
 
-def _student_frame(tb) -> tuple[str, str]:
+def _student_frame(tb) -> tuple[str, str, str]:
     """The last frame of the traceback that lies in notebook code: a short note,
-    and its line as written."""
+    its line as written, and the earlier lines of its cell that assign a name the
+    line uses (``ext = mask[:, None] ...``, ``d = 64``), one level deep."""
     frames = [
         f
         for f in traceback.extract_tb(tb)
         if "ipykernel" in f.filename or "<" in f.filename
     ]
     if not frames:
-        return "", ""
+        return "", "", ""
     f = frames[-1]
     code = (f.line or "").strip()
     note = say(
@@ -416,7 +468,38 @@ def _student_frame(tb) -> tuple[str, str]:
         code=code,
         lineno=f.lineno,
     )
-    return note, code
+    return note, code, _assigning(code, linecache.getlines(f.filename)[: f.lineno - 1])
+
+
+_ASSIGNED = re.compile(r"\s*([\w.]+)\s*=(?!=)(.*)")
+_INT = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
+
+
+def _assigning(code: str, cell: list[str], depth: int = 2) -> str:
+    """The lines of ``cell`` that assign a name (``d``, ``self.heads``) the line
+    ``code`` uses, the last assignment of each, and (``depth`` 2) the lines that
+    assign the names those use (``mask = torch.ones(block, block)`` and
+    ``block = 64``), as one string."""
+    found: dict[str, str] = {}
+    for line in cell:
+        assigned = _ASSIGNED.match(line)
+        if assigned and re.search(rf"(?<![\w.]){re.escape(assigned[1])}\b", code):
+            found[assigned[1]] = line.strip()
+    lines = list(found.values())
+    if depth > 1 and lines:
+        deeper = _assigning("\n".join(lines), cell, depth - 1).splitlines()
+        lines += [line for line in deeper if line not in lines]
+    return "\n".join(lines)
+
+
+def _typed(code: str, context: str) -> list[int]:
+    """The sizes (2 or more) that the line ``code`` asks for as numbers: written
+    on it, or as the whole value of a name in its ``context`` (``d = 64``)."""
+    sizes = [int(n) for n in _INT.findall(code.split("#")[0])]  # not its comment
+    for line in context.splitlines():
+        number = re.fullmatch(r"[\w.]+\s*=\s*(\d+)\s*(#.*)?", line)
+        sizes += [int(number[1])] if number else []
+    return list(dict.fromkeys(n for n in sizes if n >= 2))
 
 
 def call(
@@ -470,7 +553,7 @@ def call(
     outcome = evidence.invoke(fn, name, args=args, kwargs=kwargs, run=run)
     if isinstance(outcome, Returned):
         return outcome.value
-    kind, ename, evalue, where, mistakes, code = outcome
+    kind, ename, evalue, where, mistakes, code, context = outcome
     if kind == "type":
         fail(
             "`{name}` should be a function, but it is a {ename}.",
@@ -484,7 +567,7 @@ def call(
             "`{name}` is not written yet: it still raises NotImplementedError.",
             name=name,
         )
-    hint = _hint(evalue, (*args, *kwargs.values()), code, ename)
+    hint = _hint(evalue, (*args, *kwargs.values()), code, ename, context)
     fail(
         "`{name}` raised {ename}: {error}{where}{hint}",
         name=name,
@@ -580,8 +663,10 @@ def _run(fn, args, kwargs, probe) -> Outcome:
     except NotImplementedError:
         return Raised("todo")
     except Exception as err:  # noqa: BLE001 - any crash becomes feedback
-        where, code = _student_frame(err.__traceback__)
-        return Raised("error", type(err).__name__, str(err), where, code=code)
+        where, code, context = _student_frame(err.__traceback__)
+        return Raised(
+            "error", type(err).__name__, str(err), where, code=code, context=context
+        )
 
 
 def given(value, name: str):

@@ -80,6 +80,13 @@ MEMORY_MASK_MULTIPLIED = N_(
     "-inf (or the dtype's lowest number) instead.",
     mistake="memory-mask-multiplied",
 )
+MEMORY_MASK_ADDED = N_(
+    "memory_mask was added to the scores as it is: a real token's score gets 1 "
+    "more and a padded one's nothing, so padded keys keep their weight. Where "
+    "memory_mask is 0, fill the score with -inf (or the dtype's lowest number) "
+    "instead.",
+    mistake="memory-mask-added",
+)
 MASK_ON_QUERIES = N_(
     "memory_mask was laid along the queries (B, 1, Tk, 1): it masks keys, the "
     "memory's positions, so it goes along the last dim, (B, 1, 1, Tk).",
@@ -308,6 +315,7 @@ def _cross_steps(attn, x, memory, mask: _Tensor | None) -> list[Step]:
         ignored=MEMORY_MASK_IGNORED,
         inverted=MEMORY_MASK_INVERTED,
         multiplied=MEMORY_MASK_MULTIPLIED,
+        added=MEMORY_MASK_ADDED,
     )
     masks = dict(fill.wrong)
 

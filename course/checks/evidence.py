@@ -58,7 +58,8 @@ class Raised(NamedTuple):
     ``"check"`` (a check inside it failed), ``"todo"`` (NotImplementedError) or
     ``"error"``; ``where`` is the student's line, as a note; ``mistakes``, for a
     check, the keys of the misconceptions its verdict names, comma-separated;
-    ``code``: the student's line as it is written (what the hint reads)."""
+    ``code``: the student's line as it is written (what the hint reads);
+    ``context``: the earlier lines of its cell that assign a name it uses."""
 
     kind: str
     ename: str = ""
@@ -66,6 +67,7 @@ class Raised(NamedTuple):
     where: str = ""
     mistakes: str = ""
     code: str = ""
+    context: str = ""
 
 
 Outcome = Returned | Raised

@@ -16,8 +16,9 @@ from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail, given
-from .calls import CaseVerdicts, both
+from .calls import CaseVerdicts
 from .lessons import Lesson
+from .mistaken import Step, mistaken
 from .oracles import sample_qk
 
 SLICE = N_(
@@ -41,6 +42,17 @@ WHOLE_BIAS = N_(
     "the whole bias, every head's entries: one head's bias is its slice "
     "b[h*d:(h+1)*d].",
     mistake="whole-bias",
+)
+ROWS_FROM = N_(
+    "W_h for head {head} is rows {first}:{last} of the weight; the head owns rows "
+    "{start}:{end}, from h*d to (h+1)*d.",
+    mistake="rows-from",
+)
+PAST_THE_END = N_(
+    "W_h has {got} rows instead of d = {d}: its slice reaches past the layer's "
+    "last row (it has H*d = {rows}), so it must start too far down; head {head} "
+    "owns rows {start}:{end}, from h*d to (h+1)*d.",
+    mistake="past-the-end",
 )
 HEAD0_BIAS = N_(
     "the bias added is head 0's slice, b[:d], whatever the head: head h adds "
@@ -99,7 +111,18 @@ def _expect_weight(fn, linear, head, d) -> None:
         fail(
             "W_h has shape {shape} = (D, d): {why}", shape=tuple(W_h.shape), why=COLUMNS
         )
+    _expect_not_past_the_end(W_h, W, head, d)
     expect_shape(W_h, want.shape, "W_h", say("One head's weight is (d, D)."))
+    first = _first_row(W_h, W)
+    if first is not None and first not in (head * d, head):  # head: OFFSET's
+        fail(
+            ROWS_FROM,
+            first=first,
+            last=first + d,
+            head=head,
+            start=head * d,
+            end=(head + 1) * d,
+        )
     diagnose = {COLUMNS: W[:, head * d : (head + 1) * d].T}
     if linear.out_features > d:
         diagnose[INTERLEAVED] = _interleaved(W, head, d)
@@ -112,6 +135,40 @@ def _expect_weight(fn, linear, head, d) -> None:
         diagnose=diagnose,
         what=say("that head's rows of the layer"),
     )
+
+
+def _first_row(W_h, W) -> int | None:
+    """The row of ``W`` where a block equal to ``W_h`` (d rows of it) starts, if
+    one does."""
+    if not isinstance(W_h, torch.Tensor) or W_h.dtype != W.dtype:
+        return None
+    d = W_h.shape[0]
+    return next(
+        (
+            i
+            for i in range(W.shape[0] - d + 1)
+            if torch.equal(W_h.detach(), W[i : i + d])
+        ),
+        None,
+    )
+
+
+def _expect_not_past_the_end(W_h, W, head: int, d: int) -> None:
+    """Fail where W_h holds fewer than d rows, the layer's last ones (or none): a
+    slice that starts too far down and stops at the end of the weight."""
+    if not isinstance(W_h, torch.Tensor) or W_h.ndim != 2 or W_h.shape[1] != W.shape[1]:
+        return
+    got = W_h.shape[0]
+    if got < d and (got == 0 or torch.equal(W_h.detach(), W[W.shape[0] - got :])):
+        fail(
+            PAST_THE_END,
+            got=got,
+            d=d,
+            rows=W.shape[0],
+            head=head,
+            start=head * d,
+            end=(head + 1) * d,
+        )
 
 
 def _expect_bias(fn, linear, head, d) -> None:
@@ -127,6 +184,8 @@ def _expect_bias(fn, linear, head, d) -> None:
     diagnose = {}
     if linear.out_features > d:
         diagnose[INTERLEAVED] = _interleaved(b, head, d)
+    if head:
+        diagnose[HEAD0_BIAS] = b[:d]
     expect_close(
         b_h,
         want,
@@ -220,11 +279,56 @@ PRESCALED = N_(
 )
 
 
+NO_TRANSPOSE = N_(
+    "x @ W_h without .T: Linear stores W as (out, in).", mistake="weight-no-transpose"
+)
+
+
+def _projection_steps(linear, *, head: int, d: int) -> list[Step]:
+    """One head's projection step by step (the head's rows and bias sliced, the
+    bias added, no scale), with the ways each step goes wrong. The state: ``x``;
+    then ``W`` (D_in, d), what x is multiplied by, and ``b``; then ``y``."""
+    W, bias = linear.weight.detach(), linear.bias.detach()  # (H*d, D_in), (H*d,)
+    H = W.shape[0] // d
+    rows = slice(head * d, (head + 1) * d)
+    square = W.shape[0] == W.shape[1]  # else x @ W[:, rows] cannot fit
+
+    def sliced(weight, b):
+        return lambda st: {**st, "W": weight, "b": b}
+
+    def unless(possible: bool, way):
+        return way if possible else lambda st: None
+
+    at = slice(head, head + d)  # rows [h:h+d]: the same as h*d only for head 0
+    slicing = Step(
+        right=sliced(W[rows].T, bias[rows]),
+        wrong={
+            OFFSET: unless(head > 0 and d > 1, sliced(W[at].T, bias[at])),
+            INTERLEAVED: unless(H > 1 and d > 1, sliced(W[head::H].T, bias[head::H])),
+            PROJECTED_BY_COLUMNS: unless(square, sliced(W[:, rows], bias[rows])),
+            NO_TRANSPOSE: unless(d == W.shape[1], sliced(W[rows], bias[rows])),
+        },
+    )
+    adding = Step(
+        right=lambda st: {**st, "y": st["x"] @ st["W"] + st["b"]},
+        wrong={
+            NO_BIAS: lambda st: {**st, "y": st["x"] @ st["W"]},
+            HEAD0_BIAS: unless(
+                head > 0, lambda st: {**st, "y": st["x"] @ st["W"] + bias[:d]}
+            ),
+        },
+    )
+    scaling = Step(
+        right=lambda st: st,
+        wrong={PRESCALED: lambda st: {**st, "y": st["y"] / math.sqrt(d)}},
+    )
+    return [slicing, adding, scaling]
+
+
 def _expect_projection(fn, x, linear, *, head, d) -> None:
     with torch.no_grad():
         full = linear(x)  # (..., T, H*d)
     want = full[..., head * d : (head + 1) * d]
-    W_h, b_h = _head_truth(linear, head, d)
     args = (x, linear, head, d)
     with LESSONS["project_head"].enforced(args):
         try:
@@ -237,27 +341,15 @@ def _expect_projection(fn, x, linear, *, head, d) -> None:
                     err=err,
                 )
             raise
-    W = linear.weight.detach()
-    columns = W[:, head * d : (head + 1) * d]  # (D, d) where W is square
-    diagnose = {
-        NO_BIAS: x @ W_h.T,
-        say(
-            "x @ W_h without .T: Linear stores W as (out, in).",
-            mistake="weight-no-transpose",
-        ): (x @ W_h + b_h) if W_h.shape[0] == W_h.shape[1] else want * 0 - 1,
-    }
-    diagnose[PRESCALED] = want / math.sqrt(d)
-    pairs = {both(NO_BIAS, PRESCALED): x @ W_h.T / math.sqrt(d)}
-    if W.shape[0] == W.shape[1]:  # else x @ W[:, cols] does not fit x
-        diagnose[PROJECTED_BY_COLUMNS] = x @ columns + b_h
-        pairs[both(PROJECTED_BY_COLUMNS, NO_BIAS)] = x @ columns
-    if head:
-        diagnose[HEAD0_BIAS] = x @ W_h.T + linear.bias.detach()[:d]
     expect_close(
         got,
         want,
         f"project_head(x, linear, {head}, {d})",
-        diagnose=[diagnose, pairs],
+        diagnose=lambda: mistaken(
+            {"x": x},
+            _projection_steps(linear, head=head, d=d),
+            result=lambda st: st["y"],
+        ),
         what=say("the layer's own output for that head"),
     )
 

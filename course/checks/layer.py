@@ -333,19 +333,34 @@ def _expect_layer(fn, case: Case, masked: bool) -> None:
             FF_RESIDUAL: out.LayerNorm(ff(a)),
             # the input fed to FF, with the block's output as the residual or not
             FF_FROM_INPUT: (out.LayerNorm(a + ff(h)), out.LayerNorm(h + ff(h))),
+            FF_RESIDUAL_FROM_INPUT: out.LayerNorm(h + ff(a)),
             RELU: out.LayerNorm(a + ff(a, F.relu)),
             TANH_GELU: out.LayerNorm(
                 a + ff(a, lambda v: F.gelu(v, approximate="tanh"))
             ),
         }
+
+        def after_ln(masked_here=True):  # the residual added after each LayerNorm
+            att = case.block.attention.output
+            sub = att.dense(case.context_of(h, masked=masked_here))
+            a_after = att.LayerNorm(sub) + h  # in the attention block, and
+            return (  # in both sublayers, the attention's only, the ff's only
+                out.LayerNorm(ff(a_after)) + a_after,
+                out.LayerNorm(a_after + ff(a_after)),
+                out.LayerNorm(ff(a)) + a,
+            )
+
+        diagnose[AFTER_LN] = after_ln()
+        pairs = {}
         if masked and not bool(case.mask.all()):
             a0 = _block_unmasked(case)
             diagnose[MASK_DROPPED] = out.LayerNorm(a0 + ff(a0))
+            pairs[both(AFTER_LN, MASK_DROPPED)] = after_ln(masked_here=False)[:2]
     expect_close(
         got,
         case.after,
         "bert_layer(...)",
-        diagnose=diagnose,
+        diagnose=[diagnose, pairs],
         what=say("the model's next hidden state"),
         atol=2e-4,
     )
@@ -578,6 +593,12 @@ FF_FROM_INPUT = N_(
     "the feed-forward was fed the layer's input, not the attention block's output "
     "a: the layer ends with LayerNorm(a + FF(a)).",
     mistake="ff-from-input",
+)
+FF_RESIDUAL_FROM_INPUT = N_(
+    "the feed-forward's residual adds the layer's input: it goes round the "
+    "feed-forward only, from the attention block's output a: the layer ends with "
+    "LayerNorm(a + FF(a)).",
+    mistake="ff-residual-from-input",
 )
 MASK_DROPPED = N_(
     "padded keys get weight: the attention mask never reached the self-attention. "

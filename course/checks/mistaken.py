@@ -104,12 +104,17 @@ def mistaken(
                 )
                 if state is None:
                     continue
-                verdicts = [verdict for verdict, _ in chosen]
-                new = [v for v in verdicts if not _named(v, said)] or verdicts
-                key = new[0] if len(new) == 1 else both(*new)
+                key = unsaid([verdict for verdict, _ in chosen], said)
                 tier.setdefault(key, []).append(result(state))
         tiers.append({key: tuple(values) for key, values in tier.items()})
     return tiers
+
+
+def unsaid(verdicts: list[str], said: tuple[str, ...] = ()) -> str:
+    """The verdict for an answer with all of ``verdicts``' mistakes, leaving out
+    those an earlier verdict named (``said``: their keys), unless that is all."""
+    new = [v for v in verdicts if not _named(v, said)] or verdicts
+    return new[0] if len(new) == 1 else both(*new)
 
 
 def _named(verdict: str, said: tuple[str, ...]) -> bool:

@@ -27,10 +27,10 @@ from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import attention_steps as steps_
 from . import call, expect_close, expect_equal, expect_shape, fail
-from .calls import CaseVerdicts, CheckFailed, both, runs
+from .calls import CaseVerdicts, CheckFailed, runs
 from .compare import expect_bool_mask, fail_mistaken
 from .lessons import FUSED_ATTENTION, KV_SHARING, ROTARY_CODE, Lesson
-from .mistaken import Step, mistaken
+from .mistaken import Step, mistaken, unsaid
 from .oracles import BY_D, NO_SCALE, additive_mask, eager_attention
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
@@ -390,11 +390,6 @@ def sliding_window_mask_random(fn, seed: int) -> None:
 # --- grouped-query attention ----------------------------------------------------
 
 
-def _gqa(Q, K, V, mask) -> _Tensor:
-    """transformers' eager grouped-query attention (``repeat_kv``), (B, H, T, d)."""
-    return eager_attention(Q, K, V, mask)
-
-
 #: Where a call with 1 < H_kv < H fails: only there do the heads not broadcast.
 NOT_SHARED = N_(
     "grouped_query_attention fails with {H_kv} K/V heads for {H} query heads: K "
@@ -457,19 +452,17 @@ def _gqa_steps(H: int, *, H_kv: int, d: int) -> list[Step]:
     masked, softmax, V weighed), with the ways each step goes wrong."""
     g = H // H_kv
 
-    def repeated(tiled: bool):
-        def way(st):
-            if tiled:  # the heads repeated whole: head h gets K/V head h % H_kv
-                k, v = (st[n].repeat(1, g, 1, 1) for n in "kv")
-            else:
-                k, v = (st[n].repeat_interleave(g, 1) for n in "kv")
+    def repeated(tiled: str = ""):
+        def way(st):  # tiled: the heads repeated whole, head h gets K/V head h % H_kv
+            k, v = (
+                st[n].repeat(1, g, 1, 1)
+                if n in tiled
+                else st[n].repeat_interleave(g, 1)
+                for n in "kv"
+            )
             return {**st, "k": k, "v": v}
 
         return way
-
-    def bool_added(st):  # True adds 1, False 0: blocked keys keep their weight
-        keep = st["keep"]
-        return None if keep is None else {**st, "s": st["scaled"] + keep.double()}
 
     def by_group(st):  # a 4-D mask against (B, H_kv, g, T, T): its batch dim meets
         keep, (B, _, Tq, Tk) = st["keep"], st["scaled"].shape  # the K/V heads
@@ -478,11 +471,14 @@ def _gqa_steps(H: int, *, H_kv: int, d: int) -> list[Step]:
         grouped = torch.broadcast_to(keep[None], (B, H_kv, g, Tq, Tk))
         return fill.right({**st, "keep": grouped.reshape(B, H, Tq, Tk)})
 
-    fill = steps_.fill_mask(ignored=MASK_IGNORED, multiplied=BOOL_MULTIPLIED)
-    masks = {**fill.wrong, BOOL_ADDED: bool_added, MASK_BY_GROUP: by_group}
-    tiled = {TILED: repeated(True)} if 1 < H_kv < H else {}  # else tiling is right
+    fill = steps_.fill_mask(
+        ignored=MASK_IGNORED, multiplied=BOOL_MULTIPLIED, added=BOOL_ADDED
+    )
+    masks = {**fill.wrong, MASK_BY_GROUP: by_group}
+    # tiled: K and V, or one of them (1 < H_kv < H: else tiling is right)
+    tiled = {TILED: tuple(map(repeated, ("kv", "k", "v")))} if 1 < H_kv < H else {}
     return [
-        Step(right=repeated(False), wrong=tiled),
+        Step(right=repeated(), wrong=tiled),
         steps_.scale(d, {NO_SCALE: 1.0, BY_D: float(d)}),
         Step(right=fill.right, wrong=masks),
         steps_.softmax({}),
@@ -505,7 +501,7 @@ def _expect_gqa(fn, Q, K, V, mask, *, want=None, project=None, said=()) -> None:
     start = {"q": Q.double(), "k": K.double(), "v": V.double(), "keep": mask}
     expect_close(
         got,
-        _gqa(Q, K, V, mask) if want is None else want,
+        eager_attention(Q, K, V, mask) if want is None else want,  # repeat_kv
         name,
         diagnose=lambda: mistaken(
             start,
@@ -660,9 +656,12 @@ def _layer_variant(attn, hidden: _Tensor, **change) -> _Tensor:
         return attn.Wo(context.transpose(1, 2).reshape(B, T, -1).to(hidden.dtype))
 
 
-def _layer_mistakes(attn, hidden: _Tensor) -> list[dict[str, _Tensor]]:
+def _layer_mistakes(
+    attn, hidden: _Tensor, said: tuple[str, ...] = ()
+) -> list[dict[str, _Tensor]]:
     """One mistake's outputs, then two mistakes' (a tier each): every two of them
-    that change different parts of the layer."""
+    that change different parts of the layer (``said``: the keys an earlier
+    layer's verdict named, left out of a pair's verdict)."""
     config = attn.config
     kind = config.layer_types[attn.layer_idx]
     other = "full_attention" if kind == "sliding_attention" else "sliding_attention"
@@ -685,15 +684,15 @@ def _layer_mistakes(attn, hidden: _Tensor) -> list[dict[str, _Tensor]]:
             ways[NO_WINDOW] = {"windowed": False}
             ways[WHOLE_WINDOW] = {"whole_window": True}
     diagnose = {m: _layer_variant(attn, hidden, **kw) for m, kw in ways.items()}
-    pairs = {
-        both(a, b): _layer_variant(attn, hidden, **ways[a], **ways[b])
-        for a, b in itertools.combinations(ways, 2)
-        if not {"windowed", "whole_window"} <= {*ways[a], *ways[b]}
-    }
-    return [diagnose, pairs]
+    pairs: dict[str, list] = {}  # two said mistakes can leave one verdict
+    for a, b in itertools.combinations(ways, 2):
+        if not {"windowed", "whole_window"} <= {*ways[a], *ways[b]}:
+            value = _layer_variant(attn, hidden, **ways[a], **ways[b])
+            pairs.setdefault(unsaid([a, b], said), []).append(value)
+    return [diagnose, {key: tuple(values) for key, values in pairs.items()}]
 
 
-def _expect_layer(fn, attn, hidden: _Tensor, want: _Tensor) -> None:
+def _expect_layer(fn, attn, hidden: _Tensor, want: _Tensor, said=()) -> None:
     name = say("modernbert_attention(attn, hidden) on layer {i}", i=attn.layer_idx)
     args = (attn, hidden.clone())
     with LESSONS["modernbert_attention"].enforced(args):
@@ -702,7 +701,7 @@ def _expect_layer(fn, attn, hidden: _Tensor, want: _Tensor) -> None:
         got,
         want,
         name,
-        diagnose=lambda: _layer_mistakes(attn, hidden),
+        diagnose=lambda: _layer_mistakes(attn, hidden, said),
         what=say("the ModernBERT layer's own attention output"),
     )
 
@@ -756,7 +755,7 @@ def modernbert_attention_random(fn, seed: int) -> None:
     )
     for attn, hidden, out in cases:
         with verdicts:
-            _expect_layer(fn, attn, hidden, out)
+            _expect_layer(fn, attn, hidden, out, said=verdicts.said)
     verdicts.fail_if_any()
 
 

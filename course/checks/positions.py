@@ -529,7 +529,7 @@ def causal_attention_context(fn) -> None:
 
 def causal_attention_random(fn, seed: int) -> None:
     """Other shapes: two batch dims, one, none (an unbatched (T, d) input), then
-    drawn ones."""
+    drawn ones, the last longer than 64 tokens (no block size caps T)."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
     counts = [*BATCH_DIMS, rng.randint(0, 2)]
@@ -537,7 +537,9 @@ def causal_attention_random(fn, seed: int) -> None:
         with verdicts:
             shape = [rng.randint(1, 3) for _ in range(count)]
             # the first is three tokens long at least: a second mistake shows
-            shape += [rng.randint(3 if i == 0 else 1, 8), rng.choice([2, 16])]
+            last = i == len(counts) - 1
+            T = rng.randint(65, 100) if last else rng.randint(3 if i == 0 else 1, 8)
+            shape += [T, rng.choice([2, 16])]
             _expect_causal_attention(
                 fn, *_qkv(seed + i, *shape), part="all", said=verdicts.said
             )

@@ -50,6 +50,11 @@ WRONG_DIM = N_(
     "rows do not sum to 1 — softmax over the key dim (-1), not dim 0.",
     mistake="wrong-dim",
 )
+SCALED_AFTER = N_(
+    "the weights were divided by sqrt(d) after the softmax, so each row sums to "
+    "1/sqrt(d): the scale belongs to the scores, before the softmax.",
+    mistake="scaled-after-softmax",
+)
 HEADS_DIM = N_(
     "it normalises over dim 1 (the heads); each query's weights over the keys "
     "(dim -1) must sum to 1.",
@@ -221,19 +226,26 @@ def _wrong_weights(Q, K, s) -> dict:
     if s.dim() == 4:  # (B, H, Tq, Tk)
         dims[HEADS_DIM] = 1
     scales = _diagnose_scores(Q, K, s)
+    root = math.sqrt(Q.shape[-1])
     wrong = {k: _softmax(s, dim) for k, dim in dims.items()}
     wrong |= {k: _softmax(v, -1) for k, v in scales.items()}
+    wrong[SCALED_AFTER] = _softmax(s * root, -1) / root
     for dim_mistake, dim in dims.items():
         for scale_mistake, scores in scales.items():
             wrong[both(dim_mistake, scale_mistake)] = _softmax(scores, dim)
+        wrong[both(dim_mistake, SCALED_AFTER)] = _softmax(s * root, dim) / root
     return wrong
 
 
-def _expect_weights(fn, Q, K) -> None:
+def _expect_weights(fn, Q, K, *, values: bool = True) -> None:
+    """attention_weights(Q, K) against torch's; without ``values``, only that it
+    runs and gives the right shape."""
     got = call(fn, Q.clone(), K.clone(), name="attention_weights")
     s = scores_oracle(Q, K)
     want = _softmax(s, -1)
     expect_shape(got, want.shape, "attention_weights(Q, K)")
+    if not values:
+        return
     diagnose = _wrong_weights(Q, K, s)
     expect_close(
         got,
@@ -257,6 +269,9 @@ def _expect_rows(fn, Q, K) -> None:
     if not allclose(
         rows.double(), torch.ones_like(rows, dtype=torch.float64), atol=1e-4
     ):
+        root = math.sqrt(Q.shape[-1])
+        if allclose(rows.double(), torch.full_like(rows.double(), 1 / root)):
+            fail_mistaken("attention_weights", SCALED_AFTER)
         cols = got.sum(-2)
         if allclose(
             cols.double(), torch.ones_like(cols, dtype=torch.float64), atol=1e-4
@@ -284,7 +299,7 @@ def attention_weights_values(fn) -> None:
 
 
 def attention_weights_random(fn, seed: int) -> None:
-    """Other shapes, batch sizes and head sizes."""
+    """Other shapes, batch sizes and head sizes; (B, T, d) and (T, d) too."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
     for i in range(4):
@@ -300,6 +315,14 @@ def attention_weights_random(fn, seed: int) -> None:
                     d=rng.choice([8, 16, 64]),
                 ),
             )
+    # Fewer dims: where the (B, H, T, d) cases were wrong, only that it runs (the
+    # same mistake would be named again, under another dim's name)
+    Q, K = _random_qk(seed, B=2, H=1, Tq=4, Tk=5, d=8)
+    values = not verdicts.failures
+    with verdicts:
+        _expect_weights(fn, Q[:, 0], K[:, 0], values=values)  # (B, T, d)
+    with verdicts:
+        _expect_weights(fn, Q[0, 0], K[0, 0], values=values)  # (T, d)
     verdicts.fail_if_any()
 
 
