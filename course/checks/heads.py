@@ -290,7 +290,8 @@ def _projection_steps(linear, *, head: int, d: int) -> list[Step]:
     then ``W`` (D_in, d), what x is multiplied by, and ``b``; then ``y``."""
     W, bias = linear.weight.detach(), linear.bias.detach()  # (H*d, D_in), (H*d,)
     H = W.shape[0] // d
-    rows = slice(head * d, (head + 1) * d)
+    start = head * d
+    rows = slice(start, start + d)  # the head's rows
     square = W.shape[0] == W.shape[1]  # else x @ W[:, rows] cannot fit
 
     def sliced(weight, b):
