@@ -51,7 +51,7 @@ def drawn(n: int, *, salt: int = 0) -> list[int]:
 
 def sweep(assignment: str, seeds: list[int], budget: float) -> dict:
     """``{(cell, check): [fewest seeds swept, [(form, seed, message)], seconds]}``."""
-    from harness import answer_namespace, correct_forms, hidden_calls, verdict
+    from harness import answer_namespace, correct_forms, hidden_calls
 
     out = defaultdict(lambda: [0, [], 0.0])
     for label, answers, only in correct_forms(assignment):
@@ -59,16 +59,8 @@ def sweep(assignment: str, seeds: list[int], budget: float) -> dict:
         for cell, fn, name, kwargs in hidden_calls(assignment):
             if only not in (None, name):
                 continue  # a form of another cell: the reference ran this one
-            key = (cell, fn.__name__)
-            start = time.perf_counter()
-            for count, seed in enumerate(seeds, 1):  # noqa: B007 - count after the loop
-                message = verdict(fn, ns[name], kwargs, seed)
-                if message:
-                    out[key][1].append((label, seed, message[:200]))
-                if time.perf_counter() - start > budget:
-                    break
-            out[key][0] = min(out[key][0], count) if out[key][0] else count
-            out[key][2] += time.perf_counter() - start
+            row = out[(cell, fn.__name__)]
+            _swept(row, fn, ns[name], kwargs, seeds, budget, label=label, lost=bool)
     return out
 
 
@@ -76,7 +68,7 @@ def sweep_mutants(assignment: str, seeds: list[int], budget: float) -> dict:
     """As :func:`sweep`, for each fixture mutant on the hidden checks it must
     fail: a (mutant, seed, verdict) where the verdict lacks the mutant's message
     piece (or passes) is a failure."""
-    from harness import answer_namespace, fixture_module, hidden_calls, verdict
+    from harness import answer_namespace, fixture_module, hidden_calls
 
     out = defaultdict(lambda: [0, [], 0.0])
     for mutant in fixture_module(assignment).MUTANTS:
@@ -84,17 +76,33 @@ def sweep_mutants(assignment: str, seeds: list[int], budget: float) -> dict:
         for cell, fn, name, kwargs in hidden_calls(assignment):
             if name != mutant.cell or cell not in mutant.fails:
                 continue
-            key = (cell, fn.__name__)
-            start = time.perf_counter()
-            for count, seed in enumerate(seeds, 1):  # noqa: B007 - count after the loop
-                message = verdict(fn, ns[name], kwargs, seed)
-                if not message or mutant.fails[cell] not in message:
-                    out[key][1].append((mutant.name, seed, message[:200]))
-                if time.perf_counter() - start > budget:
-                    break
-            out[key][0] = min(out[key][0], count) if out[key][0] else count
-            out[key][2] += time.perf_counter() - start
+            piece = mutant.fails[cell]  # the verdict must hold it
+
+            def lost(message: str, piece: str = piece) -> bool:
+                return not message or piece not in message
+
+            row = out[(cell, fn.__name__)]
+            _swept(
+                row, fn, ns[name], kwargs, seeds, budget, label=mutant.name, lost=lost
+            )
     return out
+
+
+def _swept(row: list, fn, answer, kwargs: dict, seeds, budget: float, *, label, lost):
+    """Run one check on ``answer`` over ``seeds`` until ``budget`` seconds pass,
+    adding to ``row`` (:func:`sweep`'s value) each seed whose verdict is
+    ``lost(verdict)``."""
+    from harness import verdict
+
+    start = time.perf_counter()
+    for count, seed in enumerate(seeds, 1):  # noqa: B007 - count after the loop
+        message = verdict(fn, answer, kwargs, seed)
+        if lost(message):
+            row[1].append((label, seed, message[:200]))
+        if time.perf_counter() - start > budget:
+            break
+    row[0] = min(row[0], count) if row[0] else count
+    row[2] += time.perf_counter() - start
 
 
 def main() -> None:

@@ -111,18 +111,8 @@ def _expect_weight(fn, linear, head, d) -> None:
         fail(
             "W_h has shape {shape} = (D, d): {why}", shape=tuple(W_h.shape), why=COLUMNS
         )
-    _expect_not_past_the_end(W_h, W, head, d)
+    _expect_rows_taken(W_h, W, head, d)
     expect_shape(W_h, want.shape, "W_h", say("One head's weight is (d, D)."))
-    first = _first_row(W_h, W)
-    if first is not None and first not in (head * d, head):  # head: OFFSET's
-        fail(
-            ROWS_FROM,
-            first=first,
-            last=first + d,
-            head=head,
-            start=head * d,
-            end=(head + 1) * d,
-        )
     diagnose = {COLUMNS: W[:, head * d : (head + 1) * d].T}
     if linear.out_features > d:
         diagnose[INTERLEAVED] = _interleaved(W, head, d)
@@ -137,38 +127,27 @@ def _expect_weight(fn, linear, head, d) -> None:
     )
 
 
-def _first_row(W_h, W) -> int | None:
-    """The row of ``W`` where a block equal to ``W_h`` (d rows of it) starts, if
-    one does."""
-    if not isinstance(W_h, torch.Tensor) or W_h.dtype != W.dtype:
-        return None
-    d = W_h.shape[0]
-    return next(
+def _expect_rows_taken(W_h, W, head: int, d: int) -> None:
+    """Name a W_h that is a block of W's rows other than the head's: fewer than d
+    of them, the layer's last ones (or none: a slice that starts too far down
+    and stops at the end of the weight), or d of them from another start (rows
+    [h:h+d] are OFFSET's, named by expect_close)."""
+    if not isinstance(W_h, torch.Tensor) or W_h.ndim != 2 or W_h.shape[1] != W.shape[1]:
+        return
+    got, rows = W_h.shape[0], W.shape[0]
+    first = next(
         (
             i
-            for i in range(W.shape[0] - d + 1)
-            if torch.equal(W_h.detach(), W[i : i + d])
+            for i in range(rows - got + 1)
+            if W_h.dtype == W.dtype and torch.equal(W_h.detach(), W[i : i + got])
         ),
         None,
     )
-
-
-def _expect_not_past_the_end(W_h, W, head: int, d: int) -> None:
-    """Fail where W_h holds fewer than d rows, the layer's last ones (or none): a
-    slice that starts too far down and stops at the end of the weight."""
-    if not isinstance(W_h, torch.Tensor) or W_h.ndim != 2 or W_h.shape[1] != W.shape[1]:
-        return
-    got = W_h.shape[0]
-    if got < d and (got == 0 or torch.equal(W_h.detach(), W[W.shape[0] - got :])):
-        fail(
-            PAST_THE_END,
-            got=got,
-            d=d,
-            rows=W.shape[0],
-            head=head,
-            start=head * d,
-            end=(head + 1) * d,
-        )
+    where = {"head": head, "start": head * d, "end": (head + 1) * d}
+    if got < d and (got == 0 or first == rows - got):
+        fail(PAST_THE_END, got=got, d=d, rows=rows, **where)
+    if got == d and first not in (None, head * d, head):
+        fail(ROWS_FROM, first=first, last=first + d, **where)
 
 
 def _expect_bias(fn, linear, head, d) -> None:
