@@ -376,7 +376,8 @@ def _hint(
             return say(MASK_ADDED_DIMS)
         return say(HINTS[key], shapes=_shapes(inputs))
     reshaped = key == "is invalid for input of size"
-    typed = [n for n in _typed(code, context) if n in MODEL_SIZES]
+    numbers = _typed(code, context)
+    typed = [n for n in numbers if n in MODEL_SIZES]
     if reshaped and typed:
         return say(TYPED_SIZE, sizes=", ".join(map(str, typed)))
     if reshaped and _other_length(error, inputs):
@@ -387,7 +388,7 @@ def _hint(
         found = _SIZES.search(error)
         sizes = [int(n) for n in found.groups()] if found else []
         # a length or width typed in: 8 or more (2 or 4 is more often a half, a dim)
-        fixed = [n for n in _typed(code, context) if n in sizes and n >= 8]
+        fixed = [n for n in numbers if n in sizes and n >= 8]
         if fixed and len(set(sizes)) == 2:
             other = next(n for n in sizes if n != fixed[0])
             return say(FIXED_SIZE, size=fixed[0], other=other)
