@@ -613,6 +613,10 @@ VARIANTS = {
     "套上": "经过",
     "上下文向量": "上下文",
     "中间层大小": "中间维度",
+    "批量维": "批维度",
+    "能表示的最小数": "能表示的最小值",
+    "叠加多个": "堆叠多个",  # stacked layers; 叠加 reads as added together
+    "重塑": "变形",  # reshape, as every other line says
 }
 _CODE = re.compile(r"```[\s\S]*?```|`[^`\n]*`|\$\$[\s\S]*?\$\$|\$[^$\n]*\$")
 _HAN = "\u4e00-\u9fff"
