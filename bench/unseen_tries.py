@@ -136,6 +136,37 @@ mask[None, None]: the unpack hint), a03_5 (rows from head * H and head 0's
 bias: a shape only), a07_4 (residuals after each LayerNorm, and no mask); and
 a12_5's verdict repeated "the values are rotated too" for a second layer.
 Named since (45 of 45), so a regression set now.
+
+``bench/unseen/student-11/`` holds 80 (20 correct in unusual forms, 40 with one
+mistake, 10 with two, 10 that raise on allowed inputs) and
+``bench/unseen/student-12/`` 60 (15 correct, 30 with one mistake, 8 with two, 7
+that raise; about two thirds written from memory of public code: minGPT,
+nanoGPT, the Annotated Transformer, Hugging Face's BERT and Llama, fairseq,
+GPT-2, T5, Longformer, d2l, cs231n), both written on 2026-12-07 by fresh helpers
+from the release notebooks and the spec alone and run on the grader of 3d01ef0
+before any change they steered. Student-11: 20/20 correct at full marks; 58/59
+judged wrong ones lost points (a09_7 needs the notebook's model; a07_6's
+bert_layer raising on attention_mask=None lost nothing: no hidden case tried
+None); a reader counted 49 of the 59 named (83%; 35 of the 39 with one mistake,
+8 of the 10 that raise, 6 of the 10 with two). Student-12: 15/15 correct at full
+marks; 42/44 judged wrong ones lost points (a09_5 needs the notebook's model;
+a08_6's allclose with its default tolerances and a10_1's plt.* drawing on the
+current axes lost nothing); a reader counted 36 of the 44 named (82%; 24 of the
+29 with one mistake, 6 of the 7 that raise, 6 of the 8 with two). Unnamed then:
+04's and 11's (B, H, d, T) layout (a bare shape); 05's k drawn equal to q; 06's
+V with the key's bias and a mask laid along the queries; 07's positions from 2;
+08's causal_mask as a (1, 1, T, T) float buffer (the dtype only); 09's probs
+averaged over the heads (a bare shape, and the inverted mask beside it) and
+attention_memory's T not squared beside the bytes ignored; 10's top_attended
+returning indices from the column (the type only) and reversing with [::-1]
+(torch's error alone); 12's rotary with its angles interleaved, a .view raise
+blamed on K/V heads not repeated, and kv_cache_bytes' missing 2 and batch
+blamed on the bytes, a coincidence of the draw.
+After that day's fixes: 59/59 and 44/44 judged wrong tries lost points, and
+every one is named (student-12's a06_5 names its two mistakes with an "Or:"
+between two readings of its inverted mask that give the same numbers). So
+both are regression sets now; every earlier set keeps its counts on the
+notebooks the fixes touched (04 to 12), correct tries all at full marks.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """course.checks.attention: notebook 06's checks (one head, then all heads)."""
 
+import functools
+import math
+
 import pytest
 import torch
 
@@ -25,3 +28,78 @@ def test_a_mask_along_the_wrong_axis_is_named_by_its_shape():
     assert "runs along the queries" in str(err.value)
     assert err.value.mistakes == ("mask-query-axis",)
     attention.extended_mask_random(_ext_right, seed=3)
+
+
+def _head(hidden, self_attn, head, attention_mask=None, *, v_bias="value", rows=False):
+    """One head by hand; ``v_bias``: the Linear whose bias V takes (None: none);
+    ``rows``: the padding laid along the queries, (B, T, 1), not the keys."""
+    d = self_attn.attention_head_size
+    sl = slice(head * d, (head + 1) * d)
+    q, k = (
+        hidden @ m.weight[sl].T + m.bias[sl] for m in (self_attn.query, self_attn.key)
+    )
+    v = hidden @ self_attn.value.weight[sl].T
+    if v_bias is not None:
+        v = v + getattr(self_attn, v_bias).bias[sl]
+    s = q @ k.mT / math.sqrt(d)
+    if attention_mask is not None:
+        pad = (attention_mask == 0).unsqueeze(-1 if rows else 1)  # (B, T, 1)/(B, 1, T)
+        s = s + pad.to(s.dtype) * torch.finfo(s.dtype).min
+    p = torch.softmax(s, -1)
+    return p, p @ v
+
+
+def _mha(hidden, self_attn, attention_mask=None, *, v_bias="value", rows=False):
+    """Every head by hand, as :func:`_head` (the mask (B, 1, 1, T) or, ``rows``,
+    (B, 1, T, 1))."""
+    B, T, D = hidden.shape
+    H = self_attn.num_attention_heads
+    q, k = (
+        m(hidden).view(B, T, H, D // H).transpose(1, 2)
+        for m in (self_attn.query, self_attn.key)
+    )
+    v = hidden @ self_attn.value.weight.T
+    if v_bias is not None:
+        v = v + getattr(self_attn, v_bias).bias
+    v = v.view(B, T, H, D // H).transpose(1, 2)
+    s = q @ k.mT / math.sqrt(D // H)
+    if attention_mask is not None:
+        pad = (attention_mask == 0)[:, None].unsqueeze(-1 if rows else 2)
+        s = s.masked_fill(pad, -1e9)
+    p = torch.softmax(s, -1)
+    return p, (p @ v).transpose(1, 2).reshape(B, T, D)
+
+
+@pytest.mark.parametrize("v_bias", ["key", "query"])
+def test_values_with_another_projections_bias_are_named(v_bias):
+    """V made with the value weight and the key's (or query's) bias: named with
+    its key and the bias it took, for one head and for all; the controls (the
+    right bias) pass."""
+    from course.checks import attention
+
+    checks = (
+        (attention.head_attention_random, _head),
+        (attention.multi_head_attention_random, _mha),
+    )
+    for check, answer in checks:
+        with pytest.raises(CheckFailed) as err:
+            check(functools.partial(answer, v_bias=v_bias), seed=5)
+        assert f"the values have the {v_bias}'s bias" in str(err.value)
+        assert err.value.mistakes == (f"value-bias-of-{v_bias}",)
+        check(answer, seed=5)
+
+
+def test_a_mask_laid_along_the_queries_is_named():
+    """The padding laid along the queries, (B, 1, T, 1) for all heads or (B, T, 1)
+    for one, added at the dtype's min or filled with -1e9: named with its key."""
+    from course.checks import attention
+
+    checks = (
+        (attention.head_attention_random, _head),
+        (attention.multi_head_attention_random, _mha),
+    )
+    for check, answer in checks:
+        with pytest.raises(CheckFailed) as err:
+            check(functools.partial(answer, rows=True), seed=5)
+        assert "laid along the queries, (B, 1, T, 1)" in str(err.value)
+        assert err.value.mistakes == ("mask-along-queries",)

@@ -126,3 +126,23 @@ def test_one_head_has_no_merge_mistake_and_other_lengths_no_transposed_probs():
     (singles, _pairs) = mistaken(start, _all_steps(), result=lambda st: st["c"])
     assert "mixed" not in singles and "p-t" not in singles
     assert "on-k" in singles  # control
+
+
+def test_a_key_mask_along_the_queries_is_each_plain_formula():
+    blocked = torch.zeros(B, 1, T, 1, dtype=torch.bool)
+    blocked[1, :, -2:] = True  # the second example's last two positions padded
+    st = {"scaled": torch.randn(B, H, T, T, generator=torch.Generator().manual_seed(1))}
+    s = st["scaled"]
+    lowest = torch.finfo(s.dtype).min
+    want = [
+        s + blocked.to(s.dtype) * lowest,
+        s.masked_fill(blocked, -1e9),
+        s.masked_fill(blocked, -math.inf),
+    ]
+    got = [way(dict(st))["s"] for way in steps.along_queries(blocked)]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w)
+    # along the queries is not along the keys: the padded rows change, not columns
+    assert torch.equal(got[1][1, :, :-2], s[1, :, :-2])
+    assert not torch.equal(got[1][1, :, -2:], s[1, :, -2:])

@@ -222,6 +222,47 @@ def test_a_shape_error_gets_the_hint_of_its_inputs(fn, inputs, hint, not_hint):
     assert hint in str(info.value) and not_hint not in str(info.value)
 
 
+def test_a_negative_step_on_a_tensor_gets_its_hint():
+    """[::-1] on a torch tensor (a numpy habit) raises "step must be greater than
+    zero": the hint says tensors take no negative step and what reverses one, and
+    names its mistake. Control: the same on a list runs."""
+
+    def reversed_order(scores):
+        return scores.argsort()[::-1][:2]
+
+    with pytest.raises(CheckFailed) as info:
+        checks.call(reversed_order, torch.tensor([0.1, 0.5, 0.4]), name="f")
+    assert "step must be greater than zero" in str(info.value)
+    assert ".flip(dims)" in str(info.value) and "descending=True" in str(info.value)
+    assert info.value.mistakes == ("negative-step",)
+    assert checks.call(lambda xs: xs[::-1], [1, 2, 3], name="f") == [3, 2, 1]
+
+
+def test_a_view_of_an_expand_gets_the_hint_of_expand():
+    """.view after an expand (on its line, or in a name it uses) cannot merge the
+    repeated dim: the hint says why (the repeats share memory) and what works;
+    after a transpose, the general .contiguous() hint."""
+
+    cell: dict = {}
+    run_cell(
+        """
+def expanded(x):
+    repeated = x[:, None].expand(2, 3, 4)
+    return repeated.view(6, 4)
+
+def transposed(x):
+    return x.T.view(-1)
+""",
+        cell,
+    )
+    with pytest.raises(CheckFailed) as info:
+        checks.call(cell["expanded"], torch.randn(2, 4), name="f")
+    assert "expand copies nothing" in str(info.value)
+    with pytest.raises(CheckFailed) as info:
+        checks.call(cell["transposed"], torch.randn(2, 4), name="f")
+    assert "after a transpose" in str(info.value)
+
+
 def test_call_rejects_non_callables():
     with pytest.raises(CheckFailed, match="should be a function"):
         checks.call(42)

@@ -65,3 +65,52 @@ def test_the_oracle_is_softmax_attention():
     mask[..., 0] = True
     s = (Q @ K.mT / 2).masked_fill(~mask, -math.inf)
     assert torch.allclose(debugging.oracle(Q, K, V, mask), s.softmax(-1) @ V)
+
+
+def _split(x, H):
+    B, T, D = x.shape
+    return x.view(B, T, H, D // H).transpose(1, 2)
+
+
+def _case(seed: int, t_is_d: bool):
+    """A random case of fixed_split_heads whose T equals d, or not."""
+    from course.checks.oracles import random_cases
+
+    for case in random_cases(seed, heads=(2, 3, 4)):
+        if (case.hidden.shape[1] == case.d) == t_is_d:
+            return case
+    raise AssertionError(f"no case with T == d {t_is_d} on seed {seed}")
+
+
+def test_fixed_split_heads_names_t_and_d_swapped():
+    """Q and K split as (B, H, d, T), GPT-2's layout for keys, are named by the
+    shape where T != d and by the attention where T == d; swapped back, a second
+    mistake (the transpose before the reshape) is named too. The right split
+    passes both cases (the control)."""
+
+    def d_t(x, H):
+        return _split(x, H).permute(0, 1, 3, 2)
+
+    def first_then_swap(x, H):
+        B, T, D = x.shape
+        return x.transpose(1, 2).reshape(B, H, T, D // H).mT
+
+    case = _case(2, t_is_d=False)
+    debugging._expect_split(_split, case)
+    for wrong, keys in (
+        (d_t, ("heads-d-t",)),
+        (first_then_swap, ("heads-d-t", "transpose-before-reshape")),
+    ):
+        with pytest.raises(CheckFailed, match=r"laid out \(B, H, d, T\)") as err:
+            debugging._expect_split(wrong, case)
+        assert err.value.mistakes == keys, wrong.__name__
+    # Where T == d, a transpose before the reshape gives the same numbers as T and
+    # d swapped (both are named, as either), and swapped back it is right.
+    case = _case(2, t_is_d=True)
+    debugging._expect_split(_split, case)
+    with pytest.raises(CheckFailed, match=r"laid out \(B, H, d, T\)") as err:
+        debugging._expect_split(d_t, case)
+    assert set(err.value.mistakes) == {"heads-d-t", "transpose-before-reshape"}
+    with pytest.raises(CheckFailed, match="laid out") as err:
+        debugging.fixed_split_heads_values(d_t)
+    assert err.value.mistakes == ("heads-d-t",)

@@ -278,3 +278,46 @@ def test_the_course_model_checks_pass_the_layer_by_hand():
     with pytest.raises(CheckFailed) as err:
         check.attention_block_mask(lambda h, att, mask=None: _attention_block(h, att))
     assert "mask-dropped" in err.value.mistakes
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_positions_from_any_offset_are_named_with_it(k):
+    """Positions k to k + T - 1 (from 1, RoBERTa's padding_idx + 1 = 2, or any
+    other offset the table has rows for): named with the offset and its key, on
+    the random cases and the course model; the control (from 0) passes."""
+
+    def offset(ids, types, emb):
+        T = ids.shape[1]
+        x = emb.word_embeddings(ids) + emb.position_embeddings(torch.arange(k, T + k))
+        return emb.LayerNorm(x + emb.token_type_embeddings(types))
+
+    for run in (
+        lambda fn: check.embeddings_forward_random(fn, seed=2),
+        check.embeddings_forward_values,
+    ):
+        with pytest.raises(CheckFailed) as err:
+            run(offset)
+        assert f"the positions start at {k}:" in str(err.value)
+        assert err.value.mistakes == ("positions-offset",)
+    check.embeddings_forward_random(_embed, seed=2)
+
+
+def test_a_mask_built_when_none_is_given_loses_the_random_checks():
+    """attention_block and bert_layer that index attention_mask unconditionally
+    raise on the random checks' case without a mask, with the None hint; the
+    controls (a mask only when one is given) pass."""
+
+    def block(h, att, mask=None):
+        return _attention_block(h, att, mask[:, :])
+
+    def layer(h, block_, mask=None):
+        return _layer(h, block_, mask[:, :])
+
+    for run, wrong, right in (
+        (check.attention_block_random, block, _attention_block),
+        (check.bert_layer_random, layer, _layer),
+    ):
+        with pytest.raises(CheckFailed, match="is None") as err:
+            run(wrong, seed=3)
+        assert "none-default" in err.value.mistakes
+        run(right, seed=3)

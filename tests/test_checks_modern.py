@@ -120,6 +120,30 @@ def test_rotary_passes_and_names_each_mistake():
         assert key in err.value.mistakes
 
 
+def _angles_in_place(x, positions, base):
+    """rotate_half's pairs (i, i + d/2), with the angles repeated in place (t0, t0,
+    t1, t1, ...) as the interleaved layout lays them out."""
+    d = x.shape[-1]
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = (positions.double()[:, None] * inv).repeat_interleave(2, -1)
+    x1, x2 = x.double()[..., : d // 2], x.double()[..., d // 2 :]
+    return (x.double() * angle.cos() + torch.cat([-x2, x1], -1) * angle.sin()).to(
+        x.dtype
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_angles_in_place_for_half_pairs_are_named(seed):
+    """Angles laid out (t0, t0, t1, t1, ...) while the pairs are rotate_half's:
+    named, on ModernBERT's sizes and random ones; the right layout (the angles
+    twice, end to end) passes."""
+    check.rotary_random(_rotary, seed=seed)
+    for run in (check.rotary_modernbert, lambda f: check.rotary_random(f, seed)):
+        with pytest.raises(CheckFailed) as err:
+            run(_angles_in_place)
+        assert err.value.mistakes == ("angles-interleaved",), str(err.value)
+
+
 def test_rotary_by_transformers_is_the_shortcut():
     """transformers' rotate_half is turned off while the answer runs."""
     from transformers.models.modernbert import modeling_modernbert as mb
@@ -184,6 +208,31 @@ def test_grouped_query_attention_passes_and_names_each_mistake():
         with pytest.raises(CheckFailed) as err:
             check._expect_gqa(wrong, Q, K, V, mask)
         assert err.value.mistakes == (key,)
+
+
+def _expanded_view(Q, K, V, mask=None):
+    """K/V heads repeated by an expand, then merged with .view: raises where 1 <
+    H_kv < H (an expand's repeats share memory), runs where H_kv is 1 or H."""
+    B, H, T, d = Q.shape
+    H_kv = K.shape[1]
+    K, V = (t[:, :, None].expand(B, H_kv, H // H_kv, T, d) for t in (K, V))
+    return _attend(Q, K.view(B, H, T, d), V.view(B, H, T, d), mask)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_view_that_cannot_merge_repeated_heads_is_not_blamed_on_the_heads(seed):
+    """The expand-then-view raise: the heads were repeated, so the verdict does
+    not say they were not; the raise and its hint (reshape, or .contiguous()
+    first) are said. Control: K/V used unrepeated is still named."""
+    with pytest.raises(CheckFailed) as err:
+        check.grouped_query_attention_random(_expanded_view, seed=seed)
+    assert "kv-not-repeated" not in err.value.mistakes
+    assert "must first have one head" not in str(err.value)
+    assert "raised RuntimeError: view size is not compatible" in str(err.value)
+    assert ".reshape" in str(err.value).split("Hint:")[1]
+    with pytest.raises(CheckFailed) as err:
+        check.grouped_query_attention_random(_attend, seed=seed)
+    assert "kv-not-repeated" in err.value.mistakes
 
 
 @pytest.mark.parametrize("seed", [245147, *range(40)])
@@ -292,3 +341,65 @@ def test_kv_cache_bytes_passes_and_names_each_mistake():
         assert err.value.mistakes == (key,)
     with pytest.raises(CheckFailed, match="should be an int"):
         check.kv_cache_bytes_llama(lambda *a: float(_cache_bytes(*a)))
+
+
+def _leaving_out(*factors):
+    """kv_cache_bytes without ``factors``: "2" (K and V), "size", "batch",
+    "layers"."""
+
+    def count(layers, kv_heads, d, T, batch, size):
+        kept = {"2": 2, "size": size, "batch": batch, "layers": layers}
+        for f in factors:
+            kept[f] = 1
+        return math.prod(kept.values()) * kv_heads * d * T
+
+    return count
+
+
+KEYS = {"2": "only-k", "size": "values", "batch": "batch", "layers": "one-layer"}
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize(
+    "factors",
+    [
+        ("layers",),
+        ("2", "batch"),
+        ("size", "batch"),
+        ("2", "size"),
+        ("batch", "layers"),
+    ],
+)
+def test_kv_cache_bytes_names_the_fewest_mistakes_over_all_cases(seed, factors):
+    """One or two factors left out are named, each, on the Llama cases and on
+    every seed's random cases, even where on one case another mistake gives the
+    same count (2 * batch == bytes_per_value: "values, not bytes" on
+    kv_cache_bytes(2, 1, 8, 12, 2, 4)); the random cases tell every set of
+    mistakes apart. Control: the formula passes."""
+    check.kv_cache_bytes_random(_cache_bytes, seed=seed)
+    for run in (
+        check.kv_cache_bytes_llama,
+        lambda f: check.kv_cache_bytes_random(f, seed),
+    ):
+        with pytest.raises(CheckFailed) as err:
+            run(_leaving_out(*factors))
+        assert set(err.value.mistakes) == {KEYS[f] for f in factors}, str(err.value)
+    case = (2, 1, 8, 12, 2, "float32")
+    assert _leaving_out("2", "batch")(*case[:5], 4) == _leaving_out("size")(
+        *case[:5], 4
+    )
+    with pytest.raises(CheckFailed) as err:
+        check._expect_cache_cases(
+            _leaving_out("2", "batch"), [case, (3, 2, 4, 5, 4, "bfloat16")]
+        )
+    assert err.value.mistakes == ("only-k", "batch")
+    assert check._told_apart([case, (3, 2, 4, 5, 4, "bfloat16")])
+
+
+def test_cases_that_do_not_tell_mistakes_apart_are_seen():
+    """bytes_per_value 2 and a batch of 2 in every case: left out, either gives
+    the same counts, so such cases are not told apart."""
+    assert check._told_apart([(2, 2, 8, 9, 3, "float32"), (3, 1, 16, 5, 2, "bfloat16")])
+    assert not check._told_apart(
+        [(2, 1, 8, 12, 2, "bfloat16"), (3, 2, 4, 5, 2, "bfloat16")]
+    )

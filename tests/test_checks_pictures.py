@@ -103,6 +103,36 @@ def test_heatmap_passes_and_names_mistakes():
         check.heatmap_image(lambda p, t, ax=None: _heatmap(p, t, labels=t[::-1]))
 
 
+def _drawn_with_plt(probs, tokens, ax=None):
+    """Draws with plt.* on the current Axes, whatever ax it is given."""
+    plt.imshow(probs.numpy())
+    plt.xticks(range(len(tokens)), tokens)
+    plt.yticks(range(len(tokens)), tokens)
+    return plt.gca()
+
+
+def test_heatmap_drawn_with_plt_on_the_current_axes_is_said():
+    """The given Axes is not the current one when the answer runs (as one Axes of
+    a grid is not): plt.* draws elsewhere, and that is said. Control: drawing on
+    ax, or making it current first (plt.sca), passes."""
+    for seed in range(3):
+        with pytest.raises(CheckFailed, match="drew elsewhere") as err:
+            check.heatmap_random(_drawn_with_plt, seed=seed)
+        assert err.value.mistakes == ("other-axes",)
+    with pytest.raises(CheckFailed, match="drew elsewhere"):
+        check.heatmap_given_ax(_drawn_with_plt)
+    check.heatmap_image(_drawn_with_plt)  # no ax given: the current one is right
+
+    def made_current(probs, tokens, ax=None):
+        if ax is not None:
+            plt.sca(ax)
+        return _drawn_with_plt(probs, tokens)
+
+    check.heatmap_given_ax(made_current)
+    check.heatmap_random(made_current, seed=1)
+    check.heatmap_given_ax(_heatmap)
+
+
 def test_heatmap_that_returns_no_axes_or_no_image_is_said():
     """Returning the figure, or an Axes with nothing drawn, fails with its own
     sentence."""
@@ -145,6 +175,32 @@ def test_top_attended_passes_and_names_mistakes():
         with pytest.raises(CheckFailed) as err:
             check._expect_top(wrong, probs, tokens, q=0, k=2)
         assert err.value.mistakes == (key,)
+
+
+def test_positions_returned_are_said_and_then_judged_as_their_tokens():
+    """Positions (a list of ints or a tensor of them) for tokens: the type is said,
+    and what the tokens at those positions rank is judged too (the column named);
+    the row's positions get the type alone. Control: the tokens pass."""
+    probs, tokens = check._probs_tokens(2, 6)
+
+    def column_positions(p, t, q, k):
+        return torch.topk(p[:, q], k).indices.tolist()
+
+    def row_positions(p, t, q, k):
+        return torch.topk(p[q], k).indices
+
+    for fn in (column_positions, lambda *a: torch.tensor(column_positions(*a))):
+        with pytest.raises(CheckFailed) as err:
+            check._expect_top(fn, probs, tokens, q=2, k=3)
+        assert str(err.value).startswith("top_attended should return a list")
+        assert err.value.mistakes == ("column",), str(err.value)
+    with pytest.raises(CheckFailed) as err:
+        check.top_attended_random(column_positions, seed=4)
+    assert err.value.mistakes == ("column",)
+    with pytest.raises(CheckFailed) as err:
+        check.top_attended_random(row_positions, seed=4)
+    assert err.value.mistakes == () and "Also" not in str(err.value)
+    check._expect_top(_top, probs, tokens, q=2, k=3)
 
 
 def test_previous_token_heads_passes_and_names_each_mistake():

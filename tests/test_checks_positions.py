@@ -170,6 +170,26 @@ def test_permutation_check_says_a_tolerance_too_loose():
     assert "too loose" not in str(err.value)
 
 
+def test_permutation_check_names_a_tolerance_too_tight_for_float32():
+    """torch.allclose's defaults say True in float64 and False on the float32
+    case: named too tight; the notebook's tolerance passes that case."""
+
+    def defaults(layer, x, perm):
+        return torch.allclose(layer(x[:, perm]), layer(x)[:, perm])
+
+    for seed in (0, 5):
+        layer, x, perm = check._float32_case(seed)
+        assert x.dtype == torch.float32
+        assert _permutation_check(layer, x, perm)
+        assert not defaults(layer, x, perm)
+    check.permutation_check_bert(defaults)
+    check.permutation_check_positions(defaults)
+    check.permutation_check_random(_permutation_check, seed=5)
+    with pytest.raises(CheckFailed, match="compared too tightly") as err:
+        check.permutation_check_random(defaults, seed=5)
+    assert err.value.mistakes == ("tolerance-too-tight",)
+
+
 def test_causal_mask_passes_and_names_each_mistake():
     """The lower triangle passes at every length; upper, strict and inverted
     triangles are each named."""
@@ -186,6 +206,24 @@ def test_causal_mask_passes_and_names_each_mistake():
         assert err.value.mistakes == (key,)
     with pytest.raises(CheckFailed, match="bool tensor"):
         check.causal_mask_small(lambda T: _causal_mask(T).float())
+
+
+def test_causal_mask_names_a_float_mask_with_leading_dims_both():
+    """minGPT's buffer, floats of shape (1, 1, T, T): the dtype, then the shape;
+    a bool (1, 1, T, T) mask, the shape alone; a float (T, T) one, the dtype
+    alone; a bool mask of another shape, the shape."""
+    with pytest.raises(CheckFailed, match="bool tensor") as err:
+        check.causal_mask_random(lambda T: _causal_mask(T).float()[None, None], 3)
+    assert "Also: causal_mask(1) has shape (1, 1, 1, 1)" in str(err.value)
+    assert err.value.mistakes == ("causal-mask-dims",)
+    with pytest.raises(CheckFailed, match="leading dims of size 1") as err:
+        check.causal_mask_small(lambda T: _causal_mask(T)[None, None])
+    assert "bool" not in str(err.value)
+    with pytest.raises(CheckFailed) as err:
+        check.causal_mask_small(lambda T: _causal_mask(T).float())
+    assert "leading dims" not in str(err.value)
+    with pytest.raises(CheckFailed, match=r"should have shape \(4, 4\)"):
+        check.causal_mask_small(lambda T: _causal_mask(T + 1))
 
 
 def test_causal_attention_passes_and_names_each_mistake():

@@ -245,3 +245,35 @@ def test_dot_product_std_passes_and_names_each_mistake():
         with pytest.raises(CheckFailed) as err:
             check.dot_product_std_values(wrong)
         assert err.value.mistakes == (key,)
+
+
+def test_dot_product_std_names_k_drawn_as_q():
+    """k drawn as the same numbers as q (two generators seeded alike, or k = q)
+    gives the stds of |q|^2, sqrt(2 d_k) and sqrt(2): named, on every d_k the
+    random check tries; independent draws, on many seeds, are far from it."""
+
+    def k_is_q(d_k, n, seed):
+        q, k = (
+            torch.randn(n, d_k, generator=torch.Generator().manual_seed(seed))
+            for _ in range(2)
+        )
+        s = (q * k).sum(-1)
+        return s.std().item(), (s / math.sqrt(d_k)).std().item()
+
+    def k_is_q_copied(d_k, n, seed):
+        q = torch.randn(n, d_k, generator=torch.Generator().manual_seed(seed))
+        s = (q * q.clone()).sum(-1)
+        return s.std().item(), (s / math.sqrt(d_k)).std().item()
+
+    for wrong in (k_is_q, k_is_q_copied):
+        for check_fn in (check.dot_product_std_values, check.dot_product_std_random):
+            args = () if check_fn is check.dot_product_std_values else (3,)
+            with pytest.raises(CheckFailed, match="so k is q") as err:
+                check_fn(wrong, *args)
+            assert err.value.mistakes == ("k-is-q",)
+    check.dot_product_std_random(_std, seed=3)  # the control
+    n, tol = 20000, 5 * math.sqrt(2 / 20000)
+    for seed in range(40):
+        for d_k in (1, 5, 32):
+            _, scaled = _std(d_k, n, seed)
+            assert abs(scaled / math.sqrt(2) - 1) > 4 * tol, (seed, d_k, scaled)

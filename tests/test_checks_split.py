@@ -118,3 +118,57 @@ def test_split_and_merge_against_bertviz():
     with pytest.raises(CheckFailed) as err:
         check.split_heads_bertviz(no_transpose)
     assert err.value.mistakes == ("split-no-transpose",)
+
+
+def test_split_heads_names_t_and_d_swapped_and_judges_the_rest():
+    """A split laid out (B, H, d, T) is named by its shape, and its values with T
+    and d swapped back name a second mistake: a (d, H) split, or a view without
+    transpose; with nothing else wrong, the layout alone."""
+
+    def d_t(x, H):
+        return _split(x, H).permute(0, 1, 3, 2)
+
+    def d_h_then_transpose13(x, H):
+        B, T, D = x.shape
+        return x.reshape(B, T, D // H, H).transpose(1, 3)
+
+    def view_then_swap(x, H):
+        B, T, D = x.shape
+        return x.reshape(B, H, T, D // H).mT
+
+    cases = {
+        d_t: ("heads-d-t",),
+        d_h_then_transpose13: ("heads-d-t", "d-h"),
+        view_then_swap: ("heads-d-t", "split-no-transpose"),
+    }
+    for wrong, keys in cases.items():
+        with pytest.raises(CheckFailed, match=r"laid out \(B, H, d, T\)") as err:
+            check.split_heads_random(wrong, seed=2)
+        assert err.value.mistakes == keys, wrong.__name__
+    with pytest.raises(CheckFailed, match="laid out") as err:
+        check.split_heads_shape(d_h_then_transpose13)
+    assert err.value.mistakes == ("heads-d-t",)
+    with pytest.raises(CheckFailed, match="laid out") as err:
+        check.split_heads_bertviz(d_h_then_transpose13)
+    assert err.value.mistakes == ("heads-d-t", "d-h")
+    with pytest.raises(CheckFailed, match="still does not match") as err:
+        check.split_heads_random(lambda x, H: d_t(x, H) + 1, seed=2)
+    assert err.value.mistakes == ("heads-d-t",)
+
+
+def test_where_t_equals_d_the_values_tell_t_and_d_swapped():
+    """Where T == d, (B, H, d, T) is the right shape: the right split passes (the
+    control) and the swapped ones are named by their values."""
+    x = torch.randn(2, 4, 12, generator=torch.Generator().manual_seed(1))  # d = 4
+    check._expect_split(_split, x, 3)
+
+    def d_h_then_transpose13(x, H):
+        B, T, D = x.shape
+        return x.reshape(B, T, D // H, H).transpose(1, 3)
+
+    with pytest.raises(CheckFailed, match="laid out") as err:
+        check._expect_split(lambda x, H: _split(x, H).mT, x, 3)
+    assert err.value.mistakes == ("heads-d-t",)
+    with pytest.raises(CheckFailed, match="laid out") as err:
+        check._expect_split(d_h_then_transpose13, x, 3)
+    assert err.value.mistakes == ("heads-d-t", "d-h")

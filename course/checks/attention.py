@@ -124,6 +124,23 @@ NO_BIASES = N_(
     "linear, e.g. self_attn.query(hidden), adds it).",
     mistake="biases-missing",
 )
+V_KEY_BIAS = N_(
+    "the values have the key's bias: V = hidden @ W_v.T + b_k. Each projection "
+    "adds its own: V = hidden @ W_v.T + b_v, the bias of self_attn.value.",
+    mistake="value-bias-of-key",
+)
+V_QUERY_BIAS = N_(
+    "the values have the query's bias: V = hidden @ W_v.T + b_q. Each projection "
+    "adds its own: V = hidden @ W_v.T + b_v, the bias of self_attn.value.",
+    mistake="value-bias-of-query",
+)
+QUERY_AXIS = N_(
+    "the mask was laid along the queries, (B, 1, T, 1) (one head: (B, T, 1)): it "
+    "must block keys, so it goes along the scores' last dim, (B, 1, 1, T) (one "
+    "head: (B, 1, T)). Along the queries it pushes a padded query's whole row "
+    "down, and the padded keys keep their weight.",
+    mistake="mask-along-queries",
+)
 HEAD_START_BY_COUNT = N_(
     "the head's rows start at head * num_attention_heads: head h owns rows h * d "
     "to (h + 1) * d of each projection, d the head size (attention_head_size).",
@@ -208,11 +225,23 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
                 lambda st: _with(st, q=st["k"]),
             ),
         }
-        | ({NO_V_BIAS: lambda st: _with(st, v=st["v"] - st["bv"])} if context else {}),
+        | (
+            {
+                NO_V_BIAS: lambda st: _with(st, v=st["v"] - st["bv"]),
+                # V's own weight with another projection's bias
+                V_KEY_BIAS: lambda st: _with(st, v=st["v"] - st["bv"] + st["bk"]),
+                V_QUERY_BIAS: lambda st: _with(st, v=st["v"] - st["bv"] + st["bq"]),
+            }
+            if context
+            else {}
+        ),
     )
     scales = {NO_SCALE: 1.0, BY_D: d}
     if D != d:  # with one head sqrt(D) is the right scale
         scales[BY_WIDTH] = math.sqrt(D)
+    on_queries = (case.mask == 0)[:, :, None]  # (B, T, 1): padded queries
+    if head is None:
+        on_queries = on_queries[:, None]  # (B, 1, T, 1)
     tokens = lambda st: (1 - st["pad"]).bool().expand_as(st["scaled"])  # noqa: E731
     mask2d = lambda st: case.mask.to(st["scaled"].dtype)  # noqa: E731  (B, T)
     mask = Step(
@@ -236,6 +265,11 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
             ),
         }
         | ({} if context else {NO_MASK: masked(lambda st: st["scaled"])})
+        | (  # the padding laid along the queries, (B, 1, T, 1) or one head's
+            # (B, T, 1); added at -10000 it changes no softmax: the numbers of no
+            # mask (NO_MASK for probs; the weigh step's unmasked way for context)
+            {QUERY_AXIS: steps_.along_queries(on_queries)} if padded and T > 1 else {}
+        )
         | (  # only then does a (B, T) mask broadcast, wrongly, without an error
             {AS_IS: lambda st: _with(st, s=st["scaled"] + (1.0 - mask2d(st)) * -1e4)}
             if B == T

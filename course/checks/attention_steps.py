@@ -107,6 +107,27 @@ def fill_mask(
     return Step(right=right, wrong=wrong)
 
 
+def along_queries(blocked: _Tensor) -> tuple:
+    """The ways of laying a key mask along the queries, each ``st -> st`` setting
+    ``s`` from ``scaled``: ``blocked`` is True (or 1) where a key is padded, laid
+    where the queries run, e.g. (B, 1, Tq, 1), so that it needs Tq = Tk. A padded
+    position's query row gets the dtype's lowest added to all its scores (a row of
+    equal weights, its scores lost in the rounding), or is filled: with -1e9
+    (equal weights) or -inf (NaN). (-10000 added changes no softmax: the numbers
+    of a mask ignored, which its own verdict names.)"""
+    blocked = blocked.bool()
+
+    def lowest_added(st):
+        scaled = st["scaled"]
+        lowest = torch.finfo(scaled.dtype).min
+        return _with(st, s=scaled + blocked.to(scaled.dtype) * lowest)
+
+    def filled(value):
+        return lambda st: _with(st, s=st["scaled"].masked_fill(blocked, value))
+
+    return (lowest_added, filled(-1e9), filled(-math.inf))
+
+
 def softmax(wrong: dict[str, int]) -> Step:
     """``p``: the softmax over the keys (dim -1), times ``after`` where a mask was
     applied after it; ``wrong``: ``{verdict: the dim taken instead}``."""

@@ -168,8 +168,10 @@ ITEM_ON_BATCH = N_(
     mistake="item-on-batch",
 )
 #: Torch error fragments and what they usually mean in this course.
+#: torch's error where .view meets a tensor it cannot view (not contiguous).
+VIEW_FAILED = "view size is not compatible"
 HINTS = {
-    "view size is not compatible": N_(
+    VIEW_FAILED: N_(
         " Hint: after a transpose the tensor is not contiguous; call "
         ".contiguous() before .view, or use .reshape."
     ),
@@ -255,6 +257,12 @@ HINTS = {
         "using it: if mask is not None: ...",
         mistake="none-default",
     ),
+    "step must be greater than zero": N_(
+        " Hint: a torch tensor takes no negative step, so [::-1] (a numpy and list "
+        "habit) fails on one. Reverse it with .flip(dims), or ask for the largest "
+        "first: torch.topk, or argsort(descending=True).",
+        mistake="negative-step",
+    ),
     "cannot be converted to type c10::Half": N_(
         " Hint: float16 holds numbers up to 65504 only, so a fill such as -1e9 "
         "cannot be stored in a float16 tensor. Fill with "
@@ -262,6 +270,12 @@ HINTS = {
         mistake="half-fill-overflow",
     ),
 }
+#: The view hint where the failing line (or a name it uses) comes of an expand.
+VIEW_EXPANDED = N_(
+    " Hint: expand copies nothing: its repeated entries are the same memory seen "
+    "again, which .view cannot merge into one dim. Use .reshape (it copies where "
+    "it must), or .contiguous() before .view."
+)
 #: The broadcast hint where the failing line uses .T on a tensor of 3 dims or more.
 T_BROADCAST = N_(
     " Hint: on more than 2 dims .T reverses them all ((B, H, T, d) becomes (d, T, "
@@ -375,6 +389,8 @@ def _hint(
         if re.match("too many", error) and any(map(_is_mask, inputs)):
             return say(MASK_ADDED_DIMS)
         return say(HINTS[key], shapes=_shapes(inputs))
+    if key == VIEW_FAILED and ".expand(" in code + context:
+        return say(VIEW_EXPANDED)
     reshaped = key == "is invalid for input of size"
     numbers = _typed(code, context)
     typed = [n for n in numbers if n in MODEL_SIZES]

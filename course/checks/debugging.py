@@ -34,9 +34,17 @@ from . import (
     is_close,
 )
 from .calls import CaseVerdicts, CheckFailed, both
-from .compare import expect_bool_mask, fail_mistaken
+from .compare import either, expect_bool_mask, fail_mistaken, max_diff, same_mistake
 from .lessons import FUSED_ATTENTION, Lesson
-from .oracles import FUSED, LAST_DIM, NO_SCALE, PER_BLOCK, course_case, random_cases
+from .oracles import (
+    FUSED,
+    HEADS_D_T,
+    LAST_DIM,
+    NO_SCALE,
+    PER_BLOCK,
+    course_case,
+    random_cases,
+)
 
 _sdpa = F.scaled_dot_product_attention
 LESSONS = {"chunked_attention": Lesson(FUSED, FUSED_ATTENTION)}
@@ -135,28 +143,80 @@ TRANSPOSED_FIRST = N_(
 )
 
 
+#: A split laid out (B, H, d, T) that is still wrong with T and d swapped back.
+SWAPPED_BACK_OFF = N_(
+    "with T and d swapped back, the attention of your split Q and K still does "
+    "not match the model's attentions: the largest difference is {max_diff:.3g}."
+)
+
+
+def _split_attention(q, k, case):
+    """The masked attention of split Q and K (B, H, T, d), in float64."""
+    allowed = case.mask.bool()[:, None, None, :]
+    return masked_oracle(q @ k.mT / math.sqrt(case.d), allowed)
+
+
+def _split_mistakes(x, case) -> dict:
+    """``{verdict: attention}`` of the known wrong splits of Q and K ``x``; where
+    T == d, also the right split and each wrong one laid out (B, H, d, T), which
+    then has the right shape and only its values tell."""
+    B, T, D = case.hidden.shape
+    view = [t.reshape(B, case.H, T, case.d) for t in x]  # the bug, for its message
+    first = [t.transpose(1, 2).reshape(B, case.H, T, case.d) for t in x]
+    wrong = {MIXED: view, TRANSPOSED_FIRST: first}
+    if T == case.d:
+        swapped = {HEADS_D_T: case.qkv()[:2]}
+        swapped |= {both(HEADS_D_T, m): v for m, v in wrong.items()}
+        wrong |= {m: [t.mT for t in v] for m, v in swapped.items()}
+    return {m: _split_attention(*qk, case) for m, qk in wrong.items()}
+
+
+def _expect_not_d_t(got, x, case) -> None:
+    """Name a split laid out (B, H, d, T) (T and d swapped, e.g. by permute(0, 2,
+    3, 1), GPT-2's layout for keys), and go on judging it with T and d swapped
+    back, so that a second mistake is named too."""
+    B, T, D = case.hidden.shape
+    d_t = (B, case.H, case.d, T)
+    if T == case.d:  # the right shape: the values tell (_split_mistakes)
+        return
+    laid = [isinstance(g, torch.Tensor) and tuple(g.shape) == d_t for g in got]
+    if not any(laid):
+        return
+    which = next(g for g, is_d_t in zip(got, laid, strict=True) if is_d_t)
+    layout = say(
+        "{name} has shape {got}; {why}",
+        name="fixed_split_heads(x, num_heads)",
+        got=tuple(which.shape),
+        why=HEADS_D_T,
+    )
+    if not all(laid):
+        fail(layout)
+    back = _split_attention(got[0].mT, got[1].mT, case)
+    if is_close(back, case.probs):
+        fail(layout)
+    named = [
+        mistake
+        for mistake, wrong in _split_mistakes(x, case).items()
+        if same_mistake(back, wrong, 1e-4, 1e-4)
+    ]
+    if named:
+        fail(both(layout, either(named)))
+    fail(both(layout, say(SWAPPED_BACK_OFF, max_diff=max_diff(back, case.probs))))
+
+
 def _expect_split(fn, case) -> None:
     B, T, D = case.hidden.shape
     with torch.no_grad():
         x = case.self_attn.query(case.hidden), case.self_attn.key(case.hidden)
     got = [call(fn, t.clone(), case.H, name="fixed_split_heads") for t in x]
+    _expect_not_d_t(got, x, case)
     for g in got:
         expect_shape(g, (B, case.H, T, case.d), "fixed_split_heads(x, num_heads)")
-    scores = got[0] @ got[1].mT / math.sqrt(case.d)  # (B, H, T, T)
-    allowed = case.mask.bool()[:, None, None, :]
-    view = [t.reshape(B, case.H, T, case.d) for t in x]  # the bug, for its message
-    first = [t.transpose(1, 2).reshape(B, case.H, T, case.d) for t in x]
-    wrong = {
-        MIXED: masked_oracle(view[0] @ view[1].mT / math.sqrt(case.d), allowed),
-        TRANSPOSED_FIRST: masked_oracle(
-            first[0] @ first[1].mT / math.sqrt(case.d), allowed
-        ),
-    }
     expect_close(
-        masked_oracle(scores, allowed),
+        _split_attention(got[0], got[1], case),
         case.probs,
         say("the attention of your split Q and K"),
-        diagnose=wrong,
+        diagnose=lambda: _split_mistakes(x, case),
         what=say("the model's attentions"),
     )
 

@@ -48,8 +48,11 @@ def _expect_embeddings(fn, case: Case) -> None:
         got = _whole_table_named(fn, args, emb.position_embeddings.num_embeddings)
     want = case.states[0]
     expect_shape(got, want.shape, "embeddings_forward(...)", "(B, T, D).")
-    with torch.no_grad():
-        diagnose = _wrong_embeddings(case)
+
+    def diagnose() -> dict:  # only for a wrong answer: an offset per table row
+        with torch.no_grad():
+            return _wrong_embeddings(case, got)
+
     expect_close(
         got,
         want,
@@ -83,10 +86,11 @@ def _whole_table_named(fn, args, rows: int):
         raise
 
 
-def _wrong_embeddings(case: Case) -> dict:
+def _wrong_embeddings(case: Case, got: torch.Tensor | None = None) -> dict:
     """What each embeddings misconception gives: a wrong sum (a table left out,
-    type 0 for every token, positions from 1) and a wrong norm (none, a new one),
-    alone and one of each together (both are named)."""
+    type 0 for every token, positions from an offset k >= 1, the one that comes
+    nearest ``got``, the answer, where one is given) and a wrong norm (none, a new
+    one), alone and one of each together (both are named)."""
     emb, T = case.model.embeddings, case.ids.shape[1]
     w, p, t = (
         emb.word_embeddings(case.ids),
@@ -96,11 +100,13 @@ def _wrong_embeddings(case: Case) -> dict:
     sums = {NO_POSITIONS: w + t, NO_TYPES: w + p}
     if bool(case.types.any()):  # type 0 everywhere differs only where types differ
         sums[TYPE_ZERO] = w + p + emb.token_type_embeddings.weight[0]
-    if T < emb.position_embeddings.num_embeddings:  # positions 1..T exist
-        sums[POSITIONS_FROM_1] = w + emb.position_embeddings.weight[1 : T + 1] + t
     norms = {NO_NORM: lambda x: (x,), FRESH_LN: _fresh_norm}
     if emb.LayerNorm.eps != _TORCH_EPS:
-        norms[DEFAULT_EPS] = functools.partial(_default_eps, emb.LayerNorm)
+        norms[DEFAULT_EPS] = lambda x: (_default_eps(emb.LayerNorm, x),)
+    for k in _offsets(emb, w + t, got, norms.values()):
+        sums[say(POSITIONS_FROM, k=k)] = (
+            w + emb.position_embeddings.weight[k : k + T] + t
+        )
     diagnose = {mistake: emb.LayerNorm(x) for mistake, x in sums.items()}
     diagnose |= {mistake: norm(w + p + t) for mistake, norm in norms.items()}
     diagnose[NORM_FIRST] = (emb.LayerNorm(w) + p + t, emb.LayerNorm(w + p) + t)
@@ -108,6 +114,27 @@ def _wrong_embeddings(case: Case) -> dict:
         for in_norm, norm in norms.items():
             diagnose[both(in_sum, in_norm)] = norm(x)
     return diagnose
+
+
+def _offsets(emb, rest: torch.Tensor, got, norms) -> list[int]:
+    """The offsets k >= 1 (positions k to k + T - 1: from 1, RoBERTa's padding_idx
+    + 1 = 2, ...) whose sum, ``rest`` (B, T, D) (the word and type embeddings) plus
+    the position rows, comes nearest ``got``: normalised by the model's LayerNorm
+    or by one of ``norms``. Found from the numbers, every offset the table has
+    rows for at once; 1 alone where there is no answer to compare."""
+    table, T = emb.position_embeddings.weight, rest.shape[-2]
+    if table.shape[0] - T < 1:  # no row past T - 1
+        return []
+    if not isinstance(got, torch.Tensor) or got.shape != rest.shape:
+        return [1]
+    windows = table.unfold(0, T, 1)[1:].transpose(1, 2)  # (K, T, D): k = 1..K
+    x = rest + windows[:, None]  # (K, B, T, D)
+    found = set()
+    for norm in (lambda v: (emb.LayerNorm(v),), *norms):
+        for y in norm(x):
+            far = (y - got.to(y.dtype)).abs().flatten(1).amax(1)  # (K,)
+            found.add(int(far.nan_to_num(torch.inf).argmin()) + 1)
+    return sorted(found)
 
 
 def embeddings_forward_shape(fn) -> None:
@@ -210,12 +237,22 @@ def attention_block_mask(fn) -> None:
 
 
 def attention_block_random(fn, seed: int) -> None:
-    """Other models, layers, batches and padding."""
+    """Other models, layers, batches and padding; the first batch also without a
+    mask (attention_mask=None, the default)."""
     verdicts = CaseVerdicts()
-    for case in random_cases(seed):
+    cases = list(random_cases(seed))
+    for case in cases:
         with verdicts:
             _expect_attention_block(fn, case, masked=True)
+    with verdicts:
+        _expect_attention_block(fn, _unpadded(cases[0]), masked=False)
     verdicts.fail_if_any()
+
+
+def _unpadded(case: Case) -> Case:
+    """``case``'s model, layer and tokens with no padding: what no mask means."""
+    ones = torch.ones_like(case.mask)
+    return Case(case.model, case.layer, case.ids, ones, types=case.types)
 
 
 #: nn.LayerNorm's and F.layer_norm's eps where none is given.
@@ -378,11 +415,15 @@ def bert_layer_mask(fn) -> None:
 
 
 def bert_layer_random(fn, seed: int) -> None:
-    """Other models, layers, batches and padding."""
+    """Other models, layers, batches and padding; the first batch also without a
+    mask (attention_mask=None, the default)."""
     verdicts = CaseVerdicts()
-    for case in random_cases(seed):
+    cases = list(random_cases(seed))
+    for case in cases:
         with verdicts:
             _expect_layer(fn, case, masked=True)
+    with verdicts:
+        _expect_layer(fn, _unpadded(cases[0]), masked=False)
     verdicts.fail_if_any()
 
 
@@ -503,11 +544,8 @@ def bert_encoder_random(fn, seed: int) -> None:
     for case in cases:
         with verdicts:
             _expect_encoder(fn, case)
-    first = cases[0]  # and without a mask: attention_mask=None, no padding
-    ones = torch.ones_like(first.mask)
-    unpadded = Case(first.model, first.layer, first.ids, ones, types=first.types)
-    with verdicts:
-        _expect_encoder(fn, unpadded, masked=False)
+    with verdicts:  # and without a mask: attention_mask=None, no padding
+        _expect_encoder(fn, _unpadded(cases[0]), masked=False)
     verdicts.fail_if_any()
 
 
@@ -535,9 +573,9 @@ NO_NORM = N_(
     "the LayerNorm is missing: embeddings = LayerNorm(word + position + token type).",
     mistake="no-norm",
 )
-POSITIONS_FROM_1 = N_(
-    "the positions start at 1: BERT's position ids are arange(T), from 0.",
-    mistake="positions-from-1",
+POSITIONS_FROM = N_(
+    "the positions start at {k}: BERT's position ids are arange(T), from 0.",
+    mistake="positions-offset",
 )
 EVERY_LAYER_FED_EMBEDDINGS = N_(
     "every layer is fed the embedding output: each layer takes the output of the "

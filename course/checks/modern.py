@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import operator
 import random
 
@@ -27,7 +28,7 @@ from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import attention_steps as steps_
 from . import call, expect_close, expect_equal, expect_shape, fail
-from .calls import CaseVerdicts, CheckFailed, runs
+from .calls import VIEW_FAILED, CaseVerdicts, CheckFailed, both, runs
 from .compare import expect_bool_mask, fail_mistaken
 from .lessons import FUSED_ATTENTION, KV_SHARING, ROTARY_CODE, Lesson
 from .mistaken import Step, mistaken, unsaid
@@ -55,6 +56,13 @@ FREQUENCIES = N_(
     "the frequencies are off: pair i turns by position · base^(-2i/d), for i = 0 "
     "to d/2 - 1.",
     mistake="frequencies",
+)
+ANGLES_INTERLEAVED = N_(
+    "the angles are laid out interleaved (t0, t0, t1, t1, ...) while the pairs "
+    "are rotate_half's (feature i with feature i + d/2): the two features of a "
+    "pair must turn by the same angle, so cos and sin hold the d/2 angles once "
+    "in each half, in order.",
+    mistake="angles-interleaved",
 )
 NO_POSITIONS = N_(
     "the rotation ignores `positions` (it uses 0, 1, 2, ...): turn each token by "
@@ -133,6 +141,10 @@ KV_VALUES = N_(
 KV_NO_BATCH = N_(
     "forgets the batch: every sequence in the batch has its own cache.", mistake="batch"
 )
+KV_NO_LAYERS = N_(
+    "counts one layer: every layer keeps its own K and V, so multiply by num_layers.",
+    mistake="one-layer",
+)
 ROTARY_LIB = N_(
     "Rotate by hand: transformers' rotary functions are turned off for this exercise."
 )
@@ -184,6 +196,20 @@ def _rotated(x: _Tensor, positions: _Tensor, base: float, sign: int = 1) -> _Ten
     return out.double().reshape(x.shape)
 
 
+def _angles_interleaved(x: _Tensor, positions: _Tensor, base: float) -> _Tensor:
+    """rotate_half's pairs (i, i + d/2) turned by ModernBERT's angles laid out
+    interleaved, each repeated in place (t0, t0, t1, t1, ...): feature i turns by
+    angle i // 2, its partner by angle (i + d/2) // 2."""
+    *lead, T, d = x.shape
+    cos, sin = (
+        c[:, : d // 2].repeat_interleave(2, dim=-1)
+        for c in _cos_sin(d, positions, base)
+    )
+    flat = x.double().reshape(-1, T, d)
+    out, _ = mb.apply_rotary_pos_emb(flat, flat, cos, sin, unsqueeze_dim=0)
+    return out.double().reshape(x.shape)
+
+
 def _interleaved(x: _Tensor, positions: _Tensor, base: float) -> _Tensor:
     """The interleaved layout's rotation: pair (2i, 2i+1) turns by angle i."""
     d = x.shape[-1]
@@ -223,6 +249,7 @@ def _expect_rotary(fn, x: _Tensor, positions: _Tensor, base: float) -> None:
         INTERLEAVED: _interleaved(x, positions, base),
         BACKWARDS: _rotated(x, positions, base, sign=-1),
         FREQUENCIES: _other_frequencies(x, positions, base),
+        ANGLES_INTERLEAVED: _angles_interleaved(x, positions, base),
     }
     if not _equal(positions, torch.arange(T)):
         diagnose[NO_POSITIONS] = _rotated(x, torch.arange(T), base)
@@ -410,15 +437,23 @@ MASK_SHAPE_FAILS = N_(
 )
 
 
+#: What torch says when .view cannot merge dims (after an expand or a transpose).
+
+
 def _gqa_call(fn, Q, K, V, mask):
     """``fn(Q, K, V, mask)``; should it raise, the verdict names the input that
     made it: the mask (it runs without one) or K/V heads not repeated (it runs
-    with them repeated), else the raise itself."""
+    with them repeated), else the raise itself. A .view that cannot merge the
+    dims it is given (the repeated heads of an expand) is the raise itself: with
+    H_kv = H there are none to merge, so it would run, though the heads were
+    repeated."""
     name, H, H_kv = "grouped_query_attention", Q.shape[1], K.shape[1]
     with LESSONS[name].enforced():
         try:
             return call(fn, Q, K, V, mask, name=name)
         except CheckFailed as err:
+            if VIEW_FAILED in str(err):  # its own hint says why: not the heads
+                raise  # nor the mask (repeated heads or none, it runs)
             if mask is not None and runs(fn, Q, K, V, None, name=name):
                 fail(MASK_SHAPE_FAILS, shape=tuple(mask.shape), verdict=str(err))
             g = H // H_kv  # only where 1 < H_kv < H do the heads not broadcast
@@ -780,18 +815,63 @@ def _measured_cache(
     return sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
 
 
-def _expect_cache_bytes(fn, layers, kv_heads, d, T, batch, dtype) -> None:
-    size = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
-    given = call(fn, layers, kv_heads, d, T, batch, size, name="kv_cache_bytes")
-    name = say(
+#: A case of kv_cache_bytes: (layers, kv_heads, d, T, batch, dtype).
+_CacheCase = tuple[int, int, int, int, int, str]
+
+
+def _size(dtype: str) -> int:
+    return torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+
+
+def _left_out(case: _CacheCase) -> dict[str, int]:
+    """What each known mistake leaves out of the count: the factor it divides the
+    measured bytes by (K and V: 2; bytes: bytes_per_value; the batch; the layers)."""
+    layers, _, _, _, batch, dtype = case
+    return {
+        KV_ONLY_K: 2,
+        KV_VALUES: _size(dtype),
+        KV_NO_BATCH: batch,
+        KV_NO_LAYERS: layers,
+    }
+
+
+def _mistake_sets(cases: list[_CacheCase]) -> dict[tuple[str, ...], tuple[int, ...]]:
+    """Every set of the known mistakes (one, two, ...: fewest first) and what it
+    divides the measured bytes of each of ``cases`` by."""
+    known = tuple(_left_out(cases[0]))
+    return {
+        chosen: tuple(math.prod(_left_out(case)[m] for m in chosen) for case in cases)
+        for n in range(1, len(known) + 1)
+        for chosen in itertools.combinations(known, n)
+    }
+
+
+def _told_apart(cases: list[_CacheCase]) -> bool:
+    """Whether on ``cases`` every set of known mistakes gives other counts than
+    every other set, and than the right ones: the factors they leave out (2, the
+    bytes, the batch, the layers) do not multiply to the same on all of them."""
+    divisors = list(_mistake_sets(cases).values())
+    ones = tuple(1 for _ in cases)
+    return len(set(divisors)) == len(divisors) and ones not in divisors
+
+
+def _cache_name(case: _CacheCase) -> str:
+    layers, kv_heads, d, T, batch, dtype = case
+    return say(
         "kv_cache_bytes({layers}, {kv_heads}, {d}, {T}, {batch}, {size})",
         layers=layers,
         kv_heads=kv_heads,
         d=d,
         T=T,
         batch=batch,
-        size=size,
+        size=_size(dtype),
     )
+
+
+def _cache_bytes(fn, case: _CacheCase) -> int:
+    """``fn``'s count on ``case``, failing unless it is a whole number."""
+    layers, kv_heads, d, T, batch, dtype = case
+    given = call(fn, layers, kv_heads, d, T, batch, _size(dtype), name="kv_cache_bytes")
     try:  # a whole number of any kind: int, numpy's (np.prod), a 0-d int tensor
         got = None if isinstance(given, bool) else operator.index(given)
     except TypeError:
@@ -799,36 +879,65 @@ def _expect_cache_bytes(fn, layers, kv_heads, d, T, batch, dtype) -> None:
     if got is None:
         fail(
             "{name} should be an int, but it is a {type_name}.",
-            name=name,
+            name=_cache_name(case),
             type_name=type(given).__name__,
         )
-    want = _measured_cache(layers, kv_heads, d, T, batch, dtype)
-    wrong = {KV_ONLY_K: want // 2, KV_VALUES: want // size, KV_NO_BATCH: want // batch}
-    named = [m for m, w in wrong.items() if got == w and w != want]
-    if named:
-        fail_mistaken(name, *named)
-    expect_equal(got, want, name, N_("The number is what a Llama's cache measures."))
+    return got
+
+
+def _expect_cache_cases(fn, cases: list[_CacheCase]) -> None:
+    """kv_cache_bytes on every case: where its counts are wrong, the fewest known
+    mistakes that give all of them are named (ties: each); else each wrong case's
+    own verdict."""
+    got = tuple(_cache_bytes(fn, case) for case in cases)
+    want = tuple(_measured_cache(*case) for case in cases)
+    if got == want:
+        return
+    wrong = next(case for case, g, w in zip(cases, got, want, strict=True) if g != w)
+    fits: list[tuple[str, ...]] = []
+    for chosen, divisors in _mistake_sets(cases).items():
+        if fits and len(chosen) > len(fits[0]):
+            break
+        if got == tuple(w // by for w, by in zip(want, divisors, strict=True)):
+            fits.append(chosen)
+    if fits:  # said on a case where each mistake of the first shows
+        shown = next(
+            (c for c in cases if all(_left_out(c)[m] > 1 for m in fits[0])), wrong
+        )
+        fail_mistaken(_cache_name(shown), *(both(*chosen) for chosen in fits))
+    verdicts = CaseVerdicts()
+    for case, g, w in zip(cases, got, want, strict=True):
+        with verdicts:
+            expect_equal(
+                g,
+                w,
+                _cache_name(case),
+                N_("The number is what a Llama's cache measures."),
+            )
+    verdicts.fail_if_any()
 
 
 def kv_cache_bytes_llama(fn) -> None:
     """kv_cache_bytes is what a random Llama's cache measures, float32 and bfloat16."""
-    _expect_cache_bytes(fn, 2, 2, 8, 9, 3, "float32")
-    _expect_cache_bytes(fn, 3, 1, 16, 5, 2, "bfloat16")
+    _expect_cache_cases(fn, [(2, 2, 8, 9, 3, "float32"), (3, 1, 16, 5, 2, "bfloat16")])
 
 
 def kv_cache_bytes_random(fn, seed: int) -> None:
-    """Other layer counts, K/V head counts, sizes, lengths and batches."""
-    verdicts = CaseVerdicts()
+    """Other layer counts, K/V head counts, sizes, lengths and batches: drawn so
+    that the known mistakes, alone or together, give counts of their own."""
     rng = random.Random(seed)
-    for _ in range(3):
-        with verdicts:
-            _expect_cache_bytes(
-                fn,
-                rng.randint(1, 3),
+    for _ in range(100):  # at most 9 draws over 2000 seeds; else the last draw
+        cases = [
+            (
+                rng.randint(1, 4),
                 rng.choice([1, 2, 3]),
                 rng.choice([4, 8]),
                 rng.randint(2, 12),
-                rng.randint(2, 3),
+                rng.randint(1, 4),
                 rng.choice(["float32", "bfloat16"]),
             )
-    verdicts.fail_if_any()
+            for _ in range(3)
+        ]
+        if _told_apart(cases):
+            break
+    _expect_cache_cases(fn, cases)

@@ -13,7 +13,8 @@
 * the sentences the checks of several notebooks say (:data:`NO_SCALE`,
   :data:`BY_WIDTH`, :data:`BY_LENGTH`, :data:`PADDING_INVERTED`,
   :data:`OVER_QUERIES`, :data:`PROBS_T`, :data:`SPLIT_NO_TRANSPOSE`,
-  :data:`PER_BLOCK`, :data:`FUSED`, :data:`BY_HAND`): a notebook's checks import no other notebook's.
+  :data:`HEADS_D_T`, :data:`PER_BLOCK`, :data:`FUSED`, :data:`BY_HAND`): a
+  notebook's checks import no other notebook's.
 
 Every value here comes from the model or bertviz, never from a solution.
 """
@@ -64,6 +65,14 @@ SPLIT_NO_TRANSPOSE = N_(
     "token's features as if they were laid out head by head across the tokens, "
     "so heads and tokens are mixed. View as (B, T, H, d), then transpose(1, 2).",
     mistake="split-view",
+)
+#: Heads split with the last two dims swapped, (B, H, d, T): 04's split_heads and
+#: 11's fixed_split_heads say it (after "{name} has shape {got};").
+HEADS_D_T = N_(
+    "it is laid out (B, H, d, T): T and d are swapped (e.g. by transpose(1, 3), or "
+    "a permute order that puts T last). Each head is a (T, d) block, a row per "
+    "token: (B, H, T, d).",
+    mistake="heads-d-t",
 )
 BY_LENGTH = N_(
     "the scores are divided by sqrt(T), the sequence length; the scale is "

@@ -7,6 +7,7 @@ sorted row of the attention matrix, and the model's own ``attentions``.
 from __future__ import annotations
 
 import itertools
+import operator
 import random
 
 import torch
@@ -79,13 +80,30 @@ def _labels_match(ticks: list[tuple[float, str]], tokens: list[str]) -> bool:
     return len(at_centres) == len(shown) and at_centres == dict(enumerate(tokens))
 
 
+def _elsewhere_current(fn):
+    """``fn``, called with another figure current than the Axes it is given (as
+    when a notebook hands it one Axes of a grid, or an earlier figure): drawn with
+    ``plt.*``, its picture lands there, not on that Axes."""
+    if not callable(fn):
+        return fn  # call says what it is
+
+    def attention_heatmap(*args):
+        import matplotlib.pyplot as plt
+
+        plt.figure()  # current now: the given Axes (the answer's copy) is not
+        return fn(*args)
+
+    return attention_heatmap
+
+
 def _expect_heatmap(fn, probs, tokens, given_ax: bool) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
     try:
         args = (probs.clone(), list(tokens)) + ((ax,) if given_ax else ())
-        got = call(fn, *args, name="attention_heatmap", probe=_drawn)
+        drawer = _elsewhere_current(fn) if given_ax else fn
+        got = call(drawer, *args, name="attention_heatmap", probe=_drawn)
     finally:
         plt.close("all")
     if got["type"] != "Axes":
@@ -152,17 +170,46 @@ def heatmap_random(fn, seed: int) -> None:
     verdicts.fail_if_any()
 
 
+def _indices(got, T: int) -> list[int] | None:
+    """``got`` read as positions of tokens (ints from 0 to T - 1: a list of them,
+    or a 1-D tensor of ints), or None."""
+    if isinstance(got, torch.Tensor):
+        if got.dim() != 1 or got.dtype.is_floating_point or got.dtype == torch.bool:
+            return None
+        got = got.tolist()
+    if not isinstance(got, (list, tuple)) or any(isinstance(i, bool) for i in got):
+        return None
+    try:
+        out = [operator.index(i) for i in got]
+    except TypeError:
+        return None
+    return out if all(0 <= i < T for i in out) else None
+
+
 def _expect_top(fn, probs, tokens, *, q: int, k: int) -> None:
+    """top_attended's tokens; returned as positions, the type is said and the
+    tokens at those positions are judged on, so that what they rank is said too."""
     got = call(fn, probs.clone(), list(tokens), q, k, name="top_attended")
-    order = sorted(range(len(tokens)), key=lambda j: (-float(probs[q, j]), j))
-    want = [tokens[j] for j in order[:k]]
-    if not isinstance(got, (list, tuple)) or not all(isinstance(t, str) for t in got):
+    if isinstance(got, (list, tuple)) and all(isinstance(t, str) for t in got):
+        _judge_top(list(got), probs, tokens, q=q, k=k)  # a tuple is as good
+        return
+    verdicts = CaseVerdicts()
+    with verdicts:
         fail(
             "top_attended should return a list (or tuple) of str (tokens), "
             "not {got!r:.80}.",
             got=got,
         )
-    got = list(got)  # a tuple is as good as a list
+    positions = _indices(got, len(tokens))
+    if positions is not None:
+        with verdicts:
+            _judge_top([tokens[j] for j in positions], probs, tokens, q=q, k=k)
+    verdicts.fail_if_any()
+
+
+def _judge_top(got: list, probs, tokens, *, q: int, k: int) -> None:
+    order = sorted(range(len(tokens)), key=lambda j: (-float(probs[q, j]), j))
+    want = [tokens[j] for j in order[:k]]
     if got == want:
         return
     col = sorted(range(len(tokens)), key=lambda j: (-float(probs[j, q]), j))

@@ -34,6 +34,7 @@ from .lessons import FUSED_ATTENTION, SOFTMAXES, Lesson
 from .oracles import BY_D, BY_LENGTH, BY_WIDTH, LAST_DIM, sample_qk
 
 _softmax = torch.softmax  # the oracle, kept before any check blocks it
+SQRT2 = math.sqrt(2)
 
 BY_HEADS = N_(
     "it divides by sqrt(H), the number of heads (dim 1 of (B, H, T, d) scores); "
@@ -44,6 +45,17 @@ STD_TENSORS = N_(
     "dot_product_std returns tensors, not Python floats: the exercise asks for "
     "(unscaled_std, scaled_std) as floats; take each one's .item().",
     mistake="std-tensors",
+)
+#: k drawn as the same numbers as q: q·k = |q|^2, a chi-square of d_k degrees of
+#: freedom, with std sqrt(2 d_k) (sqrt(2) once scaled), where q·k of independent
+#: draws has std sqrt(d_k) (1 scaled).
+K_IS_Q = N_(
+    "dot_product_std for d_k={d_k} gives {unscaled:.3g} and {scaled:.3g}, about "
+    "sqrt(2 d_k) = {sqrt_2d:.3g} and sqrt(2): the std of q·q = |q|^2, so k is q "
+    "(e.g. two generators seeded alike). The two vectors must be independent "
+    "draws (one generator, or two different seeds); then q·k has std sqrt(d_k) "
+    "and 1 once scaled.",
+    mistake="k-is-q",
 )
 
 WRONG_DIM = N_(
@@ -516,6 +528,14 @@ def _expect_stds(got, d_k: int, n: int) -> None:
             d_k=d_k,
             unscaled=unscaled,
             scaled=scaled,
+        )
+    if abs(unscaled / math.sqrt(2 * d_k) - 1) < tol and abs(scaled / SQRT2 - 1) < tol:
+        fail(
+            K_IS_Q,
+            d_k=d_k,
+            unscaled=unscaled,
+            scaled=scaled,
+            sqrt_2d=math.sqrt(2 * d_k),
         )
     if abs(unscaled / math.sqrt(d_k) - 1) > tol:
         fail(

@@ -14,9 +14,10 @@ from .. import data, models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
-from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail
-from .calls import CaseVerdicts
-from .oracles import sample_qk
+from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail, is_close, max_diff
+from .calls import CaseVerdicts, both
+from .compare import either, same_mistake
+from .oracles import HEADS_D_T, sample_qk
 
 NO_TRANSPOSE = N_(
     "view(B, H, T, d) without a transpose mixes heads: split the last dim "
@@ -34,6 +35,12 @@ MERGE_ORDER = N_(
     mistake="merge-no-transpose",
 )
 
+
+#: A split laid out (B, H, d, T) that is still wrong with T and d swapped back.
+SWAPPED_BACK_OFF = N_(
+    "with T and d swapped back, {name} still does not match {what}: the largest "
+    "difference is {max_diff:.3g}."
+)
 
 MERGE_D_H = N_(
     "the features were laid out as (d, H), a head's features interleaved with the "
@@ -53,21 +60,62 @@ def _expect_split(fn, x: torch.Tensor, H: int) -> None:
     d = D // H
     got = call(fn, x.clone(), H, name="split_heads")
     want = _by_blocks(x, H)
-    _expect_split_shape(got, B=B, T=T, H=H, d=d)
     diagnose = {
         NO_TRANSPOSE: x.reshape(B, H, T, d),
         WRONG_AXIS: x.reshape(B, T, d, H).permute(0, 3, 1, 2),
     }
+    what = say("the heads' feature blocks")
+    _expect_split_shape(got, B=B, T=T, H=H, d=d, values=(want, diagnose, what))
     expect_close(
         got,
         want,
         "split_heads(x, H)",
-        diagnose=diagnose,
-        what=say("the heads' feature blocks"),
+        diagnose=_with_d_t(diagnose, want),
+        what=what,
     )
 
 
-def _expect_split_shape(got, *, B: int, T: int, H: int, d: int) -> None:
+def _with_d_t(diagnose: dict, want: torch.Tensor) -> dict:
+    """``diagnose`` and each of its mistakes laid out (B, H, d, T) as well: where
+    T == d, such a split has the right shape and only its values tell."""
+    B, H, T, d = want.shape
+    if T != d:
+        return diagnose
+    swapped = {HEADS_D_T: want.mT}
+    swapped |= {both(HEADS_D_T, m): w.mT for m, w in diagnose.items()}
+    return {**diagnose, **swapped}
+
+
+def _expect_not_d_t(got, *, B: int, T: int, H: int, d: int, values=None) -> None:
+    """Name a split laid out (B, H, d, T) (T and d swapped, e.g. by transpose(1,
+    3)). With ``values`` = ``(want, diagnose, what)``, go on judging it with T and
+    d swapped back, so that a second mistake (a (d, H) split) is named too."""
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (B, H, d, T):
+        return
+    if d == T:  # the right shape: the values tell (_with_d_t)
+        return
+    name = "split_heads(x, H)"
+    layout = say(
+        "{name} has shape {got}; {why}", name=name, got=(B, H, d, T), why=HEADS_D_T
+    )
+    if values is None:
+        fail(layout)
+    want, diagnose, what = values
+    back = got.mT
+    if is_close(back, want):
+        fail(layout)
+    named = [
+        mistake
+        for mistake, wrong in diagnose.items()
+        if wrong.shape == back.shape and same_mistake(back, wrong, 1e-4, 1e-4)
+    ]
+    if named:
+        fail(both(layout, either(named)))
+    off = say(SWAPPED_BACK_OFF, name=name, what=what, max_diff=max_diff(back, want))
+    fail(both(layout, off))
+
+
+def _expect_split_shape(got, *, B: int, T: int, H: int, d: int, values=None) -> None:
     if isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T, H, d) and T != H:
         fail(
             "split_heads returned (B, T, H, d): also move the head dim "
@@ -80,6 +128,7 @@ def _expect_split_shape(got, *, B: int, T: int, H: int, d: int) -> None:
             "H (transpose(1, 2)), not the last two dims.",
             mistake="last-two-swapped",
         )
+    _expect_not_d_t(got, B=B, T=T, H=H, d=d, values=values)
     expect_shape(
         got,
         (B, H, T, d),
@@ -135,13 +184,19 @@ def split_heads_bertviz(fn) -> None:
         q, nv, H = _sample_queries(text)
         B, T, D = q.shape
         got = call(fn, q, H, name="split_heads")
-        _expect_split_shape(got, B=B, T=T, H=H, d=D // H)
+        diagnose = {
+            NO_TRANSPOSE: q.reshape(B, H, T, D // H),
+            WRONG_AXIS: q.reshape(B, T, D // H, H).permute(0, 3, 1, 2),
+        }
+        what = say("bertviz's neuron-view queries")
+        values = (nv, diagnose, what)
+        _expect_split_shape(got, B=B, T=T, H=H, d=D // H, values=values)
         expect_close(
             got,
             nv,
             "split_heads(q, H)",
-            diagnose={NO_TRANSPOSE: q.reshape(B, H, T, D // H)},
-            what=say("bertviz's neuron-view queries"),
+            diagnose=_with_d_t(diagnose, nv),
+            what=what,
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+from itertools import combinations, product
 
 import torch
 import torch.nn.functional as F
@@ -18,11 +19,12 @@ from torch import nn
 
 from ..data import ECHO_LEN, ECHO_VOCAB, echo_task
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
-from ..i18n import N_, say
+from ..i18n import N_, mistakes_of, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
 from . import attention_steps as steps_
 from . import call, expect_close, expect_shape, fail
-from .calls import CaseVerdicts, both
+from .calls import CaseVerdicts, CheckFailed, both
+from .compare import either, fail_mistaken, is_close
 from .lessons import FUSED_ATTENTION, Lesson
 from .mistaken import Step, mistaken
 from .oracles import BY_WIDTH, NO_SCALE, OVER_QUERIES, SPLIT_NO_TRANSPOSE
@@ -82,13 +84,19 @@ def _expect_attention(cls, *, d_model, heads, B, T, mask_kind, seed) -> None:
         fail("forward should return a pair (out, probs).")
     out, probs = got
     want, want_p = _mha(_mha_like(att, d_model, heads), x, mask, heads)
-    expect_shape(probs, (B, heads, T, T), "probs", "(B, H, T, T).")
+    # one map for all heads, (B, T, T): judged as their mean (nn.MultiheadAttention's
+    # default, average_attn_weights=True), then the out it came with
+    averaged = heads > 1 and getattr(probs, "shape", None) == (B, T, T)
+    if not averaged:
+        expect_shape(probs, (B, heads, T, T), "probs", "(B, H, T, T).")
     expect_shape(out, (B, T, d_model), "out", "(B, T, D).")
     what = say("torch.nn.MultiheadAttention with your weights")
     start = {"x": x, "keep": None if mask is None else _keep(mask)}
     steps = _attention_steps(att, heads)
     verdicts = CaseVerdicts()  # a wrong split and a wrong merge: both named
     with verdicts:
+        if averaged:
+            _expect_averaged(probs, want_p, start, steps, what)
         expect_close(
             probs,
             want_p,
@@ -108,6 +116,34 @@ def _expect_attention(cls, *, d_model, heads, B, T, mask_kind, seed) -> None:
             what=what,
         )
     verdicts.fail_if_any()
+
+
+HEADS_AVERAGED = N_(
+    "the heads' probs are averaged into one map, (B, T, T): return each head's "
+    "own, (B, H, T, T), as nn.MultiheadAttention does with "
+    "average_attn_weights=False.",
+    mistake="probs-averaged",
+)
+
+
+def _expect_averaged(probs, want_p, start, steps, what: str) -> None:
+    """Judge (B, T, T) ``probs`` as the mean over the heads of the right probs,
+    or of what a known mistake gives (named with it); else say the shape."""
+    mean = want_p.mean(1)
+    if is_close(probs, mean):
+        fail_mistaken("probs", HEADS_AVERAGED)
+
+    def diagnose():
+        tiers = mistaken(start, steps[:4], result=lambda st: st["p"].mean(1))
+        return [{both(HEADS_AVERAGED, m): v for m, v in t.items()} for t in tiers]
+
+    try:
+        expect_close(probs, mean, "probs", diagnose=diagnose, what=what)
+    except CheckFailed as err:
+        if err.mistakes:  # averaged, and a mistake before it
+            raise
+    B, H, T, _ = want_p.shape  # of no mean we know: the shape is what we can say
+    expect_shape(probs, (B, H, T, T), "probs", "(B, H, T, T).")  # always fails
 
 
 def _keep(mask: torch.Tensor) -> torch.Tensor:
@@ -639,48 +675,110 @@ def train_deterministic(fn, seed: int) -> None:
         )
 
 
-def _expect_memory(fn, *, B, H, T, nbytes) -> None:
+FIXED_BYTES = N_(
+    "attention_memory assumed 4 bytes per value, float32's: a value takes "
+    "bytes_per_value bytes ({nbytes} here).",
+    mistake="fixed-bytes",
+)
+NO_HEADS = N_(
+    "attention_memory forgot the heads: every head has its own (T, T) matrix.",
+    mistake="no-heads",
+)
+NO_BATCH = N_(
+    "attention_memory forgot the batch: each of the B sequences has its own "
+    "(H, T, T) attentions.",
+    mistake="no-batch",
+)
+NO_BYTES = N_(
+    "attention_memory counts values, not bytes: multiply by bytes_per_value.",
+    mistake="no-bytes",
+)
+LINEAR = N_(
+    "attention_memory grows linearly in T; the attention matrix "
+    "is (T, T), so it grows with T^2.",
+    mistake="linear",
+)
+
+
+#: The known mistakes of attention_memory, in the order a verdict names them.
+MEMORY_MISTAKES = (FIXED_BYTES, NO_HEADS, NO_BATCH, NO_BYTES, LINEAR)
+
+
+def _memory_values(B: int, H: int, T: int, nbytes: int) -> dict[tuple, int]:
+    """What attention_memory gives with one known mistake, or with two (each in
+    another factor of B * H * T * T * bytes): ``{mistakes: bytes}``, the mistakes
+    a tuple of ``(verdict, way)``, in the order of :data:`MEMORY_MISTAKES` (a way:
+    which of the mistake's forms, e.g. T or T * 2 for T ** 2)."""
+    factors = [  # each factor's right value, and its wrong ones by mistake
+        (nbytes, {FIXED_BYTES: (4,), NO_BYTES: (1,)}),  # 4: right for float32
+        (H, {NO_HEADS: (1,)}),
+        (B, {NO_BATCH: (1,)}),
+        (T * T, {LINEAR: (T, T * 2)}),  # T, or T * 2 written for T ** 2
+    ]
+    out: dict[tuple, int] = {}
+    for n in (1, 2):
+        for where in combinations(range(len(factors)), n):
+            ways = [
+                [
+                    (m, way, v)
+                    for m, vs in factors[i][1].items()
+                    for way, v in enumerate(vs)
+                ]
+                for i in where
+            ]
+            for chosen in product(*ways):
+                values = [value for value, _ in factors]
+                for i, (_, _, v) in zip(where, chosen, strict=True):
+                    values[i] = v
+                mistakes = sorted(
+                    ((m, way) for m, way, _ in chosen),
+                    key=lambda mw: MEMORY_MISTAKES.index(mw[0]),
+                )
+                out[tuple(mistakes)] = math.prod(values)
+    return out
+
+
+def _memory_order(mistakes: tuple) -> tuple[int, ...]:
+    """Fewest mistakes first, then in the order of :data:`MEMORY_MISTAKES`."""
+    return (len(mistakes), *(MEMORY_MISTAKES.index(m) for m, _ in mistakes))
+
+
+def _memory_want(B: int, H: int, T: int, nbytes: int) -> int:
+    """The bytes of a real (B, H, T, T) tensor of that many bytes a value."""
+    dtype = {2: torch.float16, 4: torch.float32, 8: torch.float64}[nbytes]
+    probe = torch.empty(B, H, T, T, dtype=dtype)
+    return probe.numel() * probe.element_size()
+
+
+def _memory_answer(fn, *, B, H, T, nbytes) -> int:
+    """The answer's attention_memory(B, H, T, nbytes), an int."""
     got = call(fn, B, H, T, nbytes, name="attention_memory")
     if isinstance(got, bool) or not isinstance(got, int):
         fail(
             "attention_memory should return an int (bytes), not {type_name}.",
             type_name=type(got).__name__,
         )
-    probe = torch.empty(
-        B, H, T, T, dtype={2: torch.float16, 4: torch.float32, 8: torch.float64}[nbytes]
-    )
-    want = probe.numel() * probe.element_size()
-    if got == want:
+    return got
+
+
+def _judge_memory(got: int, *, B, H, T, nbytes, prefer=()) -> None:
+    """Fail unless ``got`` is the right number of bytes, naming the fewest known
+    mistakes that give it (of ``prefer``, the mistakes that give all the answer's
+    numbers, where they give this one too)."""
+    if got == _memory_want(B, H, T, nbytes):
         return
-    if nbytes != 4 and got == B * H * T * T * 4:
-        fail(
-            "attention_memory assumed 4 bytes per value, float32's: a value takes "
-            "bytes_per_value bytes ({nbytes} here).",
-            mistake="fixed-bytes",
-            nbytes=nbytes,
-        )
-    if got == B * T * T * nbytes:
-        fail(
-            "attention_memory forgot the heads: every head has its own (T, T) matrix.",
-            mistake="no-heads",
-        )
-    if got == H * T * T * nbytes:
-        fail(
-            "attention_memory forgot the batch: each of the B sequences has its own "
-            "(H, T, T) attentions.",
-            mistake="no-batch",
-        )
-    if got == B * H * T * T:
-        fail(
-            "attention_memory counts values, not bytes: multiply by bytes_per_value.",
-            mistake="no-bytes",
-        )
-    if got in (B * H * T * nbytes, B * H * T * 2 * nbytes):  # T, or T * 2 for T ** 2
-        fail(
-            "attention_memory grows linearly in T; the attention matrix "
-            "is (T, T), so it grows with T^2.",
-            mistake="linear",
-        )
+    values = _memory_values(B, H, T, nbytes)
+    found = sorted((m for m, v in values.items() if v == got), key=_memory_order)
+    found = [m for m in found if m in prefer] or found
+    if found:
+        fewest = [m for m in found if len(m) == len(found[0])]
+        verdicts = list(dict.fromkeys(tuple(v for v, _ in m) for m in fewest))
+        named = [both(*(say(v, nbytes=nbytes) for v in vs)) for vs in verdicts]
+        if len(named) == 1 or len(verdicts[0]) == 1:
+            fail(named[0])  # one mistake: where several give it, the first named
+        err = CheckFailed(either(named))  # two, and two ways to get there
+        err.alternatives = tuple(mistakes_of(m) for m in named)
+        raise err
     fail(
         "attention_memory({B}, {H}, {T}, {nbytes}) is {got}; a (B, H, T, "
         "T) tensor of that dtype takes {want} bytes.",
@@ -689,8 +787,28 @@ def _expect_memory(fn, *, B, H, T, nbytes) -> None:
         T=T,
         nbytes=nbytes,
         got=got,
-        want=want,
+        want=_memory_want(B, H, T, nbytes),
     )
+
+
+def _memory_explained(cases: list[dict], answers: list) -> list[tuple]:
+    """The fewest known mistakes (each in one way) that give every one of
+    ``answers`` (ints; a verdict where the call failed) on its case, the right
+    ones too; several where several do, none where none do."""
+    fits = None
+    for case, got in zip(cases, answers, strict=True):
+        if isinstance(got, int):  # a mistake that makes no difference here fits
+            these = {m for m, v in _memory_values(**case).items() if v == got}
+            fits = these if fits is None else fits & these
+    if not fits:
+        return []
+    fewest = min(map(len, fits))
+    return sorted((m for m in fits if len(m) == fewest), key=_memory_order)
+
+
+def _expect_memory(fn, *, B, H, T, nbytes) -> None:
+    got = _memory_answer(fn, B=B, H=H, T=T, nbytes=nbytes)
+    _judge_memory(got, B=B, H=H, T=T, nbytes=nbytes)
 
 
 def attention_memory_small(fn) -> None:
@@ -706,27 +824,40 @@ def _doubled(B: int, H: int, nbytes: int) -> tuple[int, ...]:
 
 
 def attention_memory_random(fn, seed: int) -> None:
-    """Other sizes and dtypes."""
+    """Other sizes and dtypes; an answer with known mistakes hears of the ones
+    that give all its numbers (where one case alone has other explanations)."""
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
+    cases = []
     for i in range(4):
+        # B, H, T and the bytes per value all differ (and T > H): where two are
+        # equal, two mistakes (forgetting the heads or the batch, counting
+        # values, growing linearly in T) give the same number, and the verdict
+        # could not say which; nor is T twice the bytes, half of them, twice
+        # H or twice B, where T * 2 written for T ** 2 gives what one of the
+        # other mistakes gives. The first case is never float32, so that an
+        # answer which assumes 4 bytes per value fails on every seed.
+        B = rng.randint(2, 4)
+        nbytes = rng.choice([n for n in (2, 4, 8) if n != B and (i or n != 4)])
+        heads = rng.choice([h for h in range(1, 17) if h not in (B, nbytes)])
+        T = rng.choice(
+            [
+                t
+                for t in range(heads + 1, 201)
+                if t not in (B, nbytes, *_doubled(B, heads, nbytes))
+            ]
+        )
+        cases.append({"B": B, "H": heads, "T": T, "nbytes": nbytes})
+    answers = []
+    for case in cases:
+        try:
+            answers.append(_memory_answer(fn, **case))
+        except CheckFailed as err:  # judged in its turn below
+            answers.append(err)
+    prefer = _memory_explained(cases, answers)
+    for case, got in zip(cases, answers, strict=True):
         with verdicts:
-            # B, H, T and the bytes per value all differ (and T > H): where two are
-            # equal, two mistakes (forgetting the heads or the batch, counting
-            # values, growing linearly in T) give the same number, and the verdict
-            # could not say which; nor is T twice the bytes, half of them, twice
-            # H or twice B, where T * 2 written for T ** 2 gives what one of the
-            # other mistakes gives. The first case is never float32, so that an
-            # answer which assumes 4 bytes per value fails on every seed.
-            B = rng.randint(2, 4)
-            nbytes = rng.choice([n for n in (2, 4, 8) if n != B and (i or n != 4)])
-            heads = rng.choice([h for h in range(1, 17) if h not in (B, nbytes)])
-            T = rng.choice(
-                [
-                    t
-                    for t in range(heads + 1, 201)
-                    if t not in (B, nbytes, *_doubled(B, heads, nbytes))
-                ]
-            )
-            _expect_memory(fn, B=B, H=heads, T=T, nbytes=nbytes)
+            if isinstance(got, CheckFailed):
+                raise got
+            _judge_memory(got, **case, prefer=prefer)
     verdicts.fail_if_any()

@@ -180,9 +180,10 @@ check.causal_attention_random(causal_attention, seed=803)
 # float sums inside the softmax and the matrix products. Use
 # `torch.allclose(a, b, atol=1e-5, rtol=1e-4)`: in float32 the reordered sums
 # differ by up to about 5e-7, and `torch.allclose`'s defaults (`atol=1e-8`,
-# `rtol=1e-5`) are too tight for outputs near zero. The tests run their layers in
-# float64, where the rounding is far below either tolerance, and a layer that
-# sees order changes its output by far more than either.
+# `rtol=1e-5`) are too tight for outputs near zero. The tests run most of their
+# layers in float64, where the rounding is far below either tolerance, and one in
+# float32, where the tolerance above must still say True; a layer that sees order
+# changes its output by far more than either.
 #
 # **Exercise 4.** Write `permutation_check(layer, hidden, perm)` returning a
 # Python bool: whether `layer` (called as `layer(hidden)`, returning (B, T, D)) is
@@ -221,7 +222,7 @@ check.permutation_check_bert(permutation_check)
 check.permutation_check_positions(permutation_check)
 
 # %% test="test_permutation_check_random" points=2
-"""permutation_check is right for other layers, sizes and permutations."""
+"""permutation_check is right for other layers, sizes, permutations, and float32."""
 ### BEGIN HIDDEN TESTS
 check.permutation_check_random(permutation_check, seed=804)
 ### END HIDDEN TESTS
