@@ -68,7 +68,7 @@ def sweep_mutants(assignment: str, seeds: list[int], budget: float) -> dict:
     """As :func:`sweep`, for each fixture mutant on the hidden checks it must
     fail: a (mutant, seed, verdict) where the verdict lacks the mutant's message
     piece (or passes) is a failure."""
-    from harness import answer_namespace, fixture_module, hidden_calls
+    from harness import answer_namespace, fixture_module, has_piece, hidden_calls
 
     out = defaultdict(lambda: [0, [], 0.0])
     for mutant in fixture_module(assignment).MUTANTS:
@@ -78,8 +78,8 @@ def sweep_mutants(assignment: str, seeds: list[int], budget: float) -> dict:
                 continue
             piece = mutant.fails[cell]  # the verdict must hold it
 
-            def lost(message: str, piece: str = piece) -> bool:
-                return not message or piece not in message
+            def lost(message: str, piece=piece) -> bool:
+                return not message or not has_piece(message, piece)
 
             row = out[(cell, fn.__name__)]
             _swept(

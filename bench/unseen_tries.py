@@ -167,6 +167,50 @@ every one is named (student-12's a06_5 names its two mistakes with an "Or:"
 between two readings of its inverted mask that give the same numbers). So
 both are regression sets now; every earlier set keeps its counts on the
 notebooks the fixes touched (04 to 12), correct tries all at full marks.
+
+``bench/unseen/student-13/`` holds 60 (15 correct, 30 with one mistake, 8 with
+two, 7 that raise), written on 2026-12-07 by a fresh helper from the Chinese
+release notebooks and the spec alone, as a Chinese learner who studied from
+d2l-zh, Zhihu and CSDN readings of BERT's source, 苏剑林's RoPE derivation
+(complex numbers, torch.polar) and ChatGLM/Qwen-style code would write them,
+and run on the grader of efa2e84 (after student-11's and student-12's fixes)
+before any change they steered: 15/15 correct at full marks, 45/45 wrong ones
+lost points, and a reader counted 38 of the 45 named (84%; 28 of the 30 with
+one mistake, 7 of the 7 that raise, but 3 of the 8 with two). Unnamed then:
+04's (B*H, T, d) layout of d2l's transpose_qkv (a bare shape); 05's q·k as a
+mean over d_k (numbers only); and of the pairs, 07's attention_block without
+the scale and with the residual after the LayerNorm, 09's attention_memory
+returning a float and without the batch (the type only), 11's chunked_attention
+ignoring the mask and dividing by d, 12's rotary turning half the features in
+adjacent pairs, and 12's causal window of the wrong width (the causal part
+only).
+After that day's later fixes: 45/45 lost, 45/45 named (11's pair says the
+divided-by-d case again beside the mask ignored; since the next set's fixes a
+later case names only what is new). A regression set now.
+
+``bench/unseen/student-14/`` holds 60 (15 correct, 25 with one mistake, 12 with
+two, 8 that raise), written on 2026-12-07 by a fresh helper from the English
+release notebooks and the spec alone, as a student with a maths background who
+writes explicit loops over batch, heads and positions, einsum with spelled-out
+letters and float64, and whose mistakes are mostly index bookkeeping (a loop one
+short, the wrong loop variable, a slice from the wrong offset, a wrapped -1);
+each label checked against the helper's own references and oracles (the model's
+attentions, torch.nn modules, transformers' rotary and repeat_kv). Run on the
+grader of the day's uncommitted tree (student-13's fixes in) before any change
+they steered: 15/15 correct at full marks, 45/45 wrong ones lost points, and a
+reader counted 29 of the 45 named (64%; 18 of the 25 with one mistake, 6 of the
+8 that raise, 5 of the 12 with two). Unnamed then: 04's last head left zero;
+05's max taken along the last dim whatever dim, and q*k summed over the samples
+(and d_k = 1's NaN std called "unseeded": NaN != NaN); 06's V sliced from h for
+h*d; 07's encoder appending each layer's input; 09's count summing the query
+index for T and its loop over heads from 1; the raises of 09 (a (T, T) mask
+indexed as (B, T, T): the general mask hint) and 10 (a loop over topk's squeezed
+0-d index: no hint); and of the pairs, 03's columns and a bias from ``head``,
+04's token loop one short and a (d, H) layout, 06's Q/K swapped and a mask along
+the queries, 07's mask along the queries and the attention's LayerNorm in the
+feed-forward, 09's two residual mistakes, 10's query 0 wrapped to the last key
+and (head, layer) pairs, 13's cache mask from the first rows and a cache of the
+new keys only.
 """
 
 from __future__ import annotations

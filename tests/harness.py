@@ -36,12 +36,18 @@ from course.grading.steps.scan.lessons import closure, needs
 
 @dataclass
 class Mutant:
-    """One wrong answer: cell id, its code, and ``{test_cell: message piece}``."""
+    """One wrong answer: cell id, its code, and ``{test_cell: message piece}`` (a
+    tuple of pieces where the verdict says them apart, each on another case)."""
 
     cell: str
     name: str
     code: str
-    fails: dict[str, str] = field(default_factory=dict)
+    fails: dict[str, str | tuple[str, ...]] = field(default_factory=dict)
+
+
+def has_piece(message: str, piece: str | tuple[str, ...]) -> bool:
+    """Whether ``message`` holds ``piece``, or every one of a tuple of pieces."""
+    return all(p in message for p in (piece if isinstance(piece, tuple) else (piece,)))
 
 
 def other_forms(mutant: Mutant) -> list[Mutant]:

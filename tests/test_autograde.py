@@ -14,6 +14,7 @@ from harness import (
     drawn_seeds,
     fixture_module,
     graded_cells,
+    has_piece,
     submissions,
 )
 
@@ -40,7 +41,7 @@ def _problems(student, cells, scores, messages, expected, seeds):
             if score != 0 or not message.startswith("CheckFailed"):
                 yield f"blank/{cell}{drawn}: {score}/{max_score} {message[:200]!r}"
         elif cell in expected:
-            if score != 0 or expected[cell] not in message:
+            if score != 0 or not has_piece(message, expected[cell]):
                 yield (
                     f"{student}/{cell}{drawn}: want 0 and {expected[cell]!r}, "
                     f"got {score}/{max_score} {message[:300]!r}"

@@ -182,6 +182,9 @@ def three_typed(x):
 def renamed_mask(scores, mask):
     ext = (1.0 - mask[:, None, :]) * -10000.0  # (B, 1, T): no head dim
     return scores + ext
+
+def batch_indexed(x, scores, mask):
+    return scores.masked_fill(~mask[:, None], 0.0)  # as if mask were (B, T, T)
 """,
     CELL,
 )
@@ -207,6 +210,8 @@ def _no_keepdim_here(scores):  # not a cell: no line to read, the general hint
         (CELL["d_typed"], (torch.randn(2, 16),), "asks for 64, typed", "12,"),
         (CELL["three_typed"], (torch.randn(2, 16),), "the tensor's own .shape", "typed"),
         (CELL["renamed_mask"], (torch.randn(2, 3, 4, 4), torch.ones(2, 4)), "(B, 1, T, T)", "keepdim"),
+        (CELL["batch_indexed"], (torch.randn(2, 7, 8), torch.randn(2, 3, 7, 7), torch.ones(7, 7).tril().bool()), "this mask is (T, T)", "keepdim"),
+        (CELL["batch_indexed"], (torch.randn(2, 7, 8), torch.randn(2, 3, 7, 7), torch.ones(3, 7, 7).bool()), "(B, 1, T, T)", "this mask is (T, T)"),
     ],
 )  # fmt: skip
 def test_a_shape_error_gets_the_hint_of_its_inputs(fn, inputs, hint, not_hint):
@@ -266,3 +271,17 @@ def transposed(x):
 def test_call_rejects_non_callables():
     with pytest.raises(CheckFailed, match="should be a function"):
         checks.call(42)
+
+
+def test_a_loop_over_a_0d_tensor_gets_its_hint():
+    """squeeze() on topk's one index leaves a 0-d tensor, which a loop cannot
+    iterate: the hint says so and names its mistake. Control: k = 2 runs."""
+
+    def top(scores, k):
+        return [int(j) for j in scores.topk(k).indices.squeeze()]
+
+    with pytest.raises(CheckFailed) as info:
+        checks.call(top, torch.tensor([0.1, 0.5, 0.4]), 1, name="f")
+    assert "squeeze only the dim you mean" in str(info.value)
+    assert info.value.mistakes == ("iterate-0d",)
+    assert checks.call(top, torch.tensor([0.1, 0.5, 0.4]), 2, name="f") == [1, 2]

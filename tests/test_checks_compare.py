@@ -5,7 +5,10 @@ import pytest
 import torch
 
 from course import checks
-from course.checks import CheckFailed
+from course.checks import CheckFailed, compare
+from course.checks.calls import both
+from course.checks.oracles import BY_D, NO_SCALE, PROBS_T
+from course.i18n import mistakes_of, say
 
 
 def test_expect_shape_names_the_shapes():
@@ -73,3 +76,16 @@ def test_grading_uses_references_taken_before_student_code(monkeypatch):
     monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
     with pytest.raises(CheckFailed):
         checks.expect_close(torch.ones(2), torch.zeros(2), "x")
+
+
+def test_alternative_pairs_say_their_shared_first_mistake_once():
+    first, second, third = NO_SCALE, BY_D, PROBS_T
+    text = compare.either([both(first, second), both(first, third)])
+    assert text.count(say(first)) == 1
+    assert f"Also: {say(second)} Or: {say(third)}" in text
+    assert set(mistakes_of(text)) == {
+        key for m in (first, second, third) for key in mistakes_of(m)
+    }
+    # control: pairs whose first mistakes differ are each said whole
+    text = compare.either([both(first, second), both(third, second)])
+    assert text.count(say(second)) == 2

@@ -114,3 +114,53 @@ def test_fixed_split_heads_names_t_and_d_swapped():
     with pytest.raises(CheckFailed, match="laid out") as err:
         debugging.fixed_split_heads_values(d_t)
     assert err.value.mistakes == ("heads-d-t",)
+
+
+def _online(Q, K, V, c, mask=None, *, divisor=None, use_mask=True):
+    """One pass over the key blocks, a running max (0 while still -inf) and
+    rescaled running sums: exact, unless ``divisor`` (instead of sqrt(d)) or the
+    mask left unused."""
+    divisor = math.sqrt(Q.shape[-1]) if divisor is None else divisor(Q.shape[-1])
+    m = torch.full((*Q.shape[:-1], 1), -math.inf, dtype=Q.dtype)
+    total, acc = torch.zeros_like(m), 0
+    for j in range(0, K.shape[-2], c):
+        s = Q @ K[..., j : j + c, :].mT / divisor
+        if use_mask and mask is not None:
+            s = s.masked_fill(~mask[..., j : j + c], -math.inf)
+        new = torch.maximum(m, s.amax(-1, keepdim=True))
+        safe = new.masked_fill(new == -math.inf, 0.0)
+        p, r = (s - safe).exp(), (m - safe).exp()
+        total, acc = (
+            total * r + p.sum(-1, keepdim=True),
+            acc * r + p @ V[..., j : j + c, :],
+        )
+        m = new
+    return acc / total
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_mask_ignored_and_a_scale_by_d_are_named_alone_and_together(seed):
+    """The mask ignored, the scores divided by d, and both at once: each named
+    by its keys (the pair by both); the right online softmax passes."""
+    debugging.chunked_attention_mask(_online)
+    debugging.chunked_attention_random(_online, seed)
+
+    def by_d(d):
+        return d
+
+    wrongs = {
+        ("chunk-mask-ignored",): lambda *a, **k: _online(*a, **k, use_mask=False),
+        ("by-d",): lambda *a, **k: _online(*a, **k, divisor=by_d),
+        ("by-d", "chunk-mask-ignored"): lambda *a, **k: _online(
+            *a, **k, divisor=by_d, use_mask=False
+        ),
+    }
+    for keys, wrong in wrongs.items():
+        with pytest.raises(CheckFailed) as err:
+            debugging.chunked_attention_mask(wrong)
+        assert err.value.mistakes == keys, str(err.value)
+        with pytest.raises(CheckFailed) as err:
+            debugging.chunked_attention_random(wrong, seed)
+        assert set(err.value.mistakes) == set(keys), str(err.value)
+        # a mistake named on one case is not said again beside a later one's
+        assert str(err.value).count("divides by d") == ("by-d" in keys), str(err.value)

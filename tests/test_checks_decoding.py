@@ -41,7 +41,11 @@ def _cross(x, memory, attn, memory_mask=None, *, kv=None, mask="keys", causal=Fa
     return _attend(q, k, v, keep).transpose(1, 2).reshape(B, Tq, D)
 
 
-def _cached(q, k, v, cache, *, where="after", offset=True, causal=True, dim=-2):
+def _cached(
+    q, k, v, cache, *, where="after", offset=True, causal=True, dim=-2, new_only=False
+):
+    """``new_only``: the cache returned holds the new keys and values alone."""
+    new = (k, v)
     if cache is not None:
         K0, V0 = cache
         pieces = ((K0, k), (V0, v)) if where == "after" else ((k, K0), (v, V0))
@@ -49,7 +53,7 @@ def _cached(q, k, v, cache, *, where="after", offset=True, causal=True, dim=-2):
     t, total = q.shape[-2], k.shape[-2]
     rows = torch.arange(t)[:, None] + (total - t if offset else 0)
     keep = torch.arange(total)[None, :] <= rows if causal else None
-    return _attend(q, k, v, keep), (k, v)
+    return _attend(q, k, v, keep), new if new_only else (k, v)
 
 
 def _greedy(model, ids, n, use_cache, *, feed="new", position=-1, new_only=False):
@@ -237,6 +241,20 @@ def test_cached_attention_passes_and_names_each_mistake():
                 (k, v),
             )
         )
+
+
+def test_a_cache_of_the_new_tokens_alone_is_named_beside_the_mask():
+    """The cache returned holds only the new keys and values: named alone, and
+    beside a causal mask that is not offset; the control passes."""
+    check.cached_attention_random(_cached, seed=3)
+    with pytest.raises(CheckFailed, match="holds only the new keys") as err:
+        check.cached_attention_random(lambda *a: _cached(*a, new_only=True), seed=3)
+    assert err.value.mistakes == ("cache-new-only",)
+    with pytest.raises(CheckFailed, match="Also: the cached K") as err:
+        check.cached_attention_random(
+            lambda *a: _cached(*a, new_only=True, offset=False), seed=3
+        )
+    assert err.value.mistakes == ("not-offset", "cache-new-only")
 
 
 def test_feeding_mistake_and_stale_tokens_read_what_was_fed():

@@ -82,6 +82,22 @@ def test_project_head_passes_and_names_a_missing_bias():
     assert err.value.mistakes == ("no-bias",)
 
 
+def test_project_head_names_columns_and_a_bias_from_h():
+    """The head's columns with the bias sliced from h (not h*d) name both mistakes;
+    the rows with the bias from h*d pass (the control)."""
+    check.project_head_random(_project_head, seed=6)
+
+    def columns_bias_from_h(x, linear, head, d):
+        W_h = linear.weight[:, head * d : (head + 1) * d]
+        return x @ W_h + linear.bias[head : head + d]
+
+    with pytest.raises(
+        CheckFailed, match=r"Also: the bias added is b\[h:h\+d\]"
+    ) as err:
+        check.project_head_random(columns_bias_from_h, seed=6)
+    assert err.value.mistakes == ("weight-columns", "bias-start")
+
+
 def test_project_head_without_transpose_says_how_linear_stores_w():
     """x @ W_h (no .T) cannot multiply a (d, D) weight: the verdict says how
     Linear stores W."""

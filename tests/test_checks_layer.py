@@ -2,6 +2,7 @@
 feed-forward, a layer, the encoder), called directly with a BERT layer written
 here from its parts; the oracle is the model's own outputs."""
 
+import functools
 import math
 
 import pytest
@@ -194,6 +195,21 @@ def test_attention_block_names_a_missing_scale_and_active_dropout():
     assert err.value.mistakes == ("dropout",)
 
 
+def test_attention_block_names_a_missing_scale_beside_the_residual_after_ln():
+    """Two mistakes at once, the scores never scaled and the residual added after
+    the LayerNorm, are both named; the right block passes on the same seed."""
+    check.attention_block_random(_attention_block, seed=4)
+
+    def unscaled_after_ln(h, att, mask=None):
+        out = att.output
+        sub = out.dense(_self_attention(h, att.self, mask, scale=False))
+        return out.LayerNorm(sub) + h
+
+    with pytest.raises(CheckFailed) as err:
+        check.attention_block_random(unscaled_after_ln, seed=4)
+    assert set(err.value.mistakes) == {"no-scale", "residual-after-ln"}, str(err.value)
+
+
 def test_feed_forward_passes_and_names_mistakes():
     """GELU, the layer's output LayerNorm and the residual pass; ReLU, GELU's
     tanh form and the attention block's LayerNorm are named."""
@@ -321,3 +337,55 @@ def test_a_mask_built_when_none_is_given_loses_the_random_checks():
             run(wrong, seed=3)
         assert "none-default" in err.value.mistakes
         run(right, seed=3)
+
+
+def test_bert_layer_names_a_mask_along_the_queries_and_the_other_layernorm():
+    """The padding laid along the queries, the feed-forward ended by the
+    attention block's LayerNorm: each named, and both at once; the right layer
+    passes."""
+
+    def layer_of(h, layer, mask=None, *, along=False, other_ln=False):
+        if mask is not None and along:  # a padded query's row blanked, not the key
+            B, T, D = h.shape
+            sa = layer.attention.self
+            q, k, v = (
+                lin(h).view(B, T, -1, sa.attention_head_size).transpose(1, 2)
+                for lin in (sa.query, sa.key, sa.value)
+            )
+            s = q @ k.mT / math.sqrt(sa.attention_head_size)
+            s = s.masked_fill(mask[:, None, :, None] == 0, -1e9)
+            ctx = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)
+            out = layer.attention.output
+            a = out.LayerNorm(out.dense(ctx) + h)
+        else:
+            a = _attention_block(h, layer.attention, mask)
+        up, out = layer.intermediate.dense, layer.output
+        ln = layer.attention.output.LayerNorm if other_ln else out.LayerNorm
+        return ln(a + out.dense(F.gelu(up(a))))
+
+    check.bert_layer_random(layer_of, seed=5)
+    check.bert_layer_mask(layer_of)
+    for how, keys in (
+        ({"along": True}, ("mask-along-queries",)),
+        ({"other_ln": True}, ("other-layernorm",)),
+        ({"along": True, "other_ln": True}, ("mask-along-queries", "other-layernorm")),
+    ):
+        wrong = functools.partial(layer_of, **how)
+        for run in (check.bert_layer_mask, lambda f: check.bert_layer_random(f, 5)):
+            with pytest.raises(CheckFailed) as err:
+                run(wrong)
+            assert err.value.mistakes == keys
+
+
+def test_bert_encoder_names_the_states_one_layer_late():
+    """Each layer's input kept instead of its output: named as states one layer
+    late, on the course model and on random ones."""
+
+    def late(ids, types, model, mask=None):
+        states = _encoder(ids, types, model, mask)
+        return (states[0], *states[:-1])
+
+    for run in (check.bert_encoder_values, lambda f: check.bert_encoder_random(f, 6)):
+        with pytest.raises(CheckFailed, match="one layer late") as err:
+            run(late)
+        assert err.value.mistakes == ("states-shifted",)

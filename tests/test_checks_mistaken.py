@@ -1,11 +1,13 @@
 """course.checks.mistaken: wrong answers built one and two wrong steps at a time."""
 
+import math
+
 import pytest
 import torch
 
 from course.checks import CheckFailed
 from course.checks.compare import expect_close
-from course.checks.mistaken import Step, mistaken
+from course.checks.mistaken import Step, fewest, mistaken
 from course.i18n import N_
 
 DOUBLED = N_("doubled")  # not catalog sentences: say() passes them through
@@ -84,3 +86,21 @@ def test_expect_close_names_the_fewest_mistakes_that_fit():
     with pytest.raises(CheckFailed) as pair:
         expect_close(x - 1, 2 * x + 1, "y", diagnose=tiers)
     assert "doubled" in str(pair.value) and "shifted" in str(pair.value)
+
+
+def test_fewest_returns_every_smallest_set_that_fits():
+    # a count of 2 * 3 * 5 = 30 that an answer gives as 5: the factors 2 and 3
+    # left out, or the one factor 6 (= 2 * 3) left out: the single wins
+    factors = {"two": 2, "three": 3, "six": 6, "five": 5}
+
+    def fits(chosen):
+        return 30 // math.prod(factors[m] for m in chosen) == 5
+
+    assert fewest(tuple(factors), fits) == [("six",)]
+    assert fewest(("two", "three", "five"), fits) == [("two", "three")]
+    assert fewest(("two", "three", "five"), fits, most=1) == []
+    assert fewest(("two", "six", "three"), lambda c: len(c) == 2) == [
+        ("two", "six"),
+        ("two", "three"),
+        ("six", "three"),
+    ]

@@ -120,6 +120,50 @@ def test_rotary_passes_and_names_each_mistake():
         assert key in err.value.mistakes
 
 
+def _partial_rotary(x, positions, base, *, share=2, own=True, halves=True):
+    """Only the first d / ``share`` features turned, the rest passed through; the
+    part's frequencies its own (base^(-2i/r): GPT-NeoX) or the head's first
+    (base^(-2i/d), ChatGLM2's)."""
+    d = x.shape[-1]
+    r = d // share
+    part_base = base if own else base ** (r / d)
+    turned = _rotary(x[..., :r], positions, part_base, halves=halves)
+    return torch.cat([turned, x[..., r:]], -1)
+
+
+@pytest.mark.parametrize("own", [True, False])
+@pytest.mark.parametrize("share", [2, 4])
+def test_a_partial_rotary_is_named_alone_and_with_neighbouring_pairs(share, own):
+    """A partial rotary (half or a quarter of the features, either frequency
+    table) is named, alone and beside the interleaved layout (ChatGLM2's)."""
+    for halves, keys in ((True, ("partial-rotary",)), (False, None)):
+        keys = keys or ("partial-rotary", "interleaved")
+
+        def wrong(x, p, b, halves=halves):
+            return _partial_rotary(x, p, b, share=share, own=own, halves=halves)
+
+        with pytest.raises(CheckFailed) as err:
+            check.rotary_modernbert(wrong)
+        assert err.value.mistakes == keys, str(err.value)
+
+
+@pytest.mark.parametrize("d", [6, 10, 12])
+def test_a_partial_rotary_of_an_odd_half_is_named(d):
+    """Where half the features is odd (d = 6, 10), a partial rotary turns the
+    half rounded down to pairs (GPT-NeoX's rotary_pct: d // 2 // 2 * 2): named;
+    d = 12 (half 6, even) is the control."""
+    gen = torch.Generator().manual_seed(d)
+    x, positions = torch.randn(2, 5, d, generator=gen), torch.arange(3, 8)
+    r = d // 2 // 2 * 2
+
+    def wrong(x, p, b):
+        return torch.cat([_rotary(x[..., :r], p, b), x[..., r:]], -1)
+
+    with pytest.raises(CheckFailed) as err:
+        check._expect_rotary(wrong, x, positions, 500.0)
+    assert err.value.mistakes == ("partial-rotary",), str(err.value)
+
+
 def _angles_in_place(x, positions, base):
     """rotate_half's pairs (i, i + d/2), with the angles repeated in place (t0, t0,
     t1, t1, ...) as the interleaved layout lays them out."""
@@ -164,8 +208,35 @@ def test_modernbert_window_is_half_the_window_each_side():
     for T, window in ((9, 4), (7, 3), (5, 30)):
         assert torch.equal(check._modernbert_window(T, window), _window(T, window))
     right = _window(12, 4)
-    for wrongs in check._window_mistakes(12, 4).values():
-        assert all(not torch.equal(w, right) for w in wrongs)
+    for tier in check._window_mistakes(12, 4):
+        for wrongs in tier.values():
+            assert all(not torch.equal(w, right) for w in wrongs)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_causal_window_of_the_wrong_width_names_both_mistakes(seed):
+    """A causal window that is also a whole window wide (Mistral's 0 <= i - j <
+    window, or <= window) or off by one names both mistakes; a causal window of
+    the right width names one."""
+    check.sliding_window_mask_random(_window, seed=seed)
+    reaches = [  # (the keys named, how far back the window reaches)
+        (("one-sided",), lambda w: w // 2),
+        (("one-sided", "whole-window"), lambda w: w - 1),  # Mistral's
+        (("one-sided", "whole-window"), lambda w: w),
+        (("one-sided", "window-off-by-one"), lambda w: w // 2 + 1),
+    ]
+    for keys, reach in reaches:
+
+        def wrong(T, w, reach=reach):
+            return _window(T, w, reach=reach(w), one_sided=True)
+
+        with pytest.raises(CheckFailed) as err:
+            check.sliding_window_mask_modernbert(wrong)
+        # (a window of 4 reaches 3 back both off by one and a whole window wide)
+        assert set(keys) <= set(err.value.mistakes), str(err.value)
+        with pytest.raises(CheckFailed) as err:
+            check.sliding_window_mask_random(wrong, seed)
+        assert set(keys) <= set(err.value.mistakes), str(err.value)
 
 
 def test_sliding_window_mask_passes_and_names_each_mistake():

@@ -25,18 +25,25 @@ def _top(probs, tokens, q, k):
     return [tokens[j] for j in order[:k]]
 
 
-def _prev(attentions, threshold, *, offset=-1, over_t=False, first=False, gt=False):
-    """The mean weight each query puts on the key ``offset`` from it, by loops."""
+def _prev(
+    attentions, threshold, *, offset=-1, over_t=False, first=False, gt=False, wrap=False
+):
+    """The mean weight each query puts on the key ``offset`` from it, by loops
+    (``wrap``: query 0 too, its key -1 read as Python reads it, the last)."""
     found = []
     for layer, probs in enumerate(attentions):
         B, H, T, _ = probs.shape
         rows = range(1) if first else range(B)
         queries = [i for i in range(T) if 0 <= i + offset < T]
+        if wrap:
+            queries, over = [*range(T)], len(queries)  # still divided by T - 1
         for head in range(H):
             total = sum(
                 float(probs[b, head, i, i + offset]) for b in rows for i in queries
             )
-            mean = total / (len(rows) * (T if over_t else len(queries)))
+            mean = total / (
+                len(rows) * (T if over_t else over if wrap else len(queries))
+            )
             if mean > threshold if gt else mean >= threshold:
                 found.append((layer, head))
     return found
@@ -217,8 +224,26 @@ def test_previous_token_heads_passes_and_names_each_mistake():
         "head-layer": lambda a, t: [(h, ly) for ly, h in _prev(a, t)],
         "diagonal": lambda a, t: _prev(a, t, offset=0),
         "strict": lambda a, t: _prev(a, t, gt=True),
+        "wraps-to-last": lambda a, t: _prev(a, t, wrap=True),
     }
     for key, wrong in wrongs.items():
         with pytest.raises(CheckFailed) as err:
             check.previous_token_heads_random(wrong, seed=0)
         assert key in err.value.mistakes, (key, str(err.value))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_query_0_wrapped_to_the_last_key_is_named_alone_and_with_head_layer(seed):
+    """Query 0 counted with its key -1 (the last): named on every seed, and
+    beside (head, layer) pairs as both (student-14's a10_5)."""
+    for keys, wrong in (
+        (("wraps-to-last",), lambda a, t: _prev(a, t, wrap=True)),
+        (
+            ("wraps-to-last", "head-layer"),
+            lambda a, t: [(h, ly) for ly, h in _prev(a, t, wrap=True)],
+        ),
+        (("wraps-to-last", "over-t"), lambda a, t: _prev(a, t, wrap=True, over_t=True)),
+    ):
+        with pytest.raises(CheckFailed) as err:
+            check.previous_token_heads_random(wrong, seed=seed)
+        assert err.value.mistakes == keys, str(err.value)

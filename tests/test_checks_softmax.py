@@ -247,6 +247,19 @@ def test_dot_product_std_passes_and_names_each_mistake():
         assert err.value.mistakes == (key,)
 
 
+def _expect_named_by_both_checks(wrong, *, match: str, key: str) -> None:
+    """``wrong`` fails dot_product_std's fixed and random checks, named by ``key``;
+    the right answer passes (the control)."""
+    for check_fn, args in (
+        (check.dot_product_std_values, ()),
+        (check.dot_product_std_random, (3,)),
+    ):
+        with pytest.raises(CheckFailed, match=match) as err:
+            check_fn(wrong, *args)
+        assert err.value.mistakes == (key,)
+    check.dot_product_std_random(_std, seed=3)
+
+
 def test_dot_product_std_names_k_drawn_as_q():
     """k drawn as the same numbers as q (two generators seeded alike, or k = q)
     gives the stds of |q|^2, sqrt(2 d_k) and sqrt(2): named, on every d_k the
@@ -266,14 +279,67 @@ def test_dot_product_std_names_k_drawn_as_q():
         return s.std().item(), (s / math.sqrt(d_k)).std().item()
 
     for wrong in (k_is_q, k_is_q_copied):
-        for check_fn in (check.dot_product_std_values, check.dot_product_std_random):
-            args = () if check_fn is check.dot_product_std_values else (3,)
-            with pytest.raises(CheckFailed, match="so k is q") as err:
-                check_fn(wrong, *args)
-            assert err.value.mistakes == ("k-is-q",)
-    check.dot_product_std_random(_std, seed=3)  # the control
+        _expect_named_by_both_checks(wrong, match="so k is q", key="k-is-q")
     n, tol = 20000, 5 * math.sqrt(2 / 20000)
     for seed in range(40):
         for d_k in (1, 5, 32):
             _, scaled = _std(d_k, n, seed)
             assert abs(scaled / math.sqrt(2) - 1) > 4 * tol, (seed, d_k, scaled)
+
+
+def test_dot_product_std_names_a_mean_over_d_k():
+    """q·k taken as a mean over d_k, not a sum, gives stds 1/sqrt(d_k) and 1/d_k:
+    named on every d_k > 1 the checks try; independent sums, on many seeds, are
+    far from it."""
+
+    def mean(d_k, n, seed):
+        gen = torch.Generator().manual_seed(seed)
+        q, k = torch.randn(2, n, d_k, generator=gen)
+        s = (q * k).mean(-1)
+        return s.std().item(), (s / math.sqrt(d_k)).std().item()
+
+    _expect_named_by_both_checks(
+        mean, match="mean over the d_k products", key="dot-mean"
+    )
+    n, tol = 20000, 5 * math.sqrt(2 / 20000)
+    for seed in range(40):
+        for d_k in (2, 5, 32):
+            unscaled, scaled = _std(d_k, n, seed)
+            assert abs(unscaled * math.sqrt(d_k) - 1) > 4 * tol, (seed, d_k)
+            assert abs(scaled * d_k - 1) > 4 * tol, (seed, d_k)
+
+
+def test_softmax_names_a_max_along_another_dim():
+    """exp(x - max along the last dim) normalised along dim -2: not a constant
+    shift along dim, so named; the max along dim itself is the control."""
+
+    def max_of_last(scores, dim=-1):
+        e = (scores - scores.amax(-1, keepdim=True)).exp()
+        return e / e.sum(dim, keepdim=True)
+
+    def max_of_dim(scores, dim=-1):
+        e = (scores - scores.amax(dim, keepdim=True)).exp()
+        return e / e.sum(dim, keepdim=True)
+
+    x = torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(0))
+    check._expect_softmax(max_of_dim, x, -2)
+    with pytest.raises(CheckFailed, match="along another dim") as err:
+        check._expect_softmax(max_of_last, x, -2)
+    assert err.value.mistakes == ("max-other-dim",)
+
+
+def test_dot_product_std_names_a_sum_over_the_samples():
+    """q*k summed over dim 0 gives d_k sums of n_samples products, std about
+    sqrt(n_samples): named on every d_k > 1 the checks try, d_k = 1's NaN (a
+    std of one value) is not called unseeded."""
+
+    def over_samples(d_k, n, seed):
+        g = torch.Generator().manual_seed(seed)
+        q, k = torch.randn(n, d_k, generator=g), torch.randn(n, d_k, generator=g)
+        dots = (q * k).sum(0)
+        return dots.std().item(), (dots / math.sqrt(d_k)).std().item()
+
+    with pytest.warns(UserWarning):  # torch: the std of one value
+        _expect_named_by_both_checks(
+            over_samples, match="summed over the samples", key="sum-over-samples"
+        )

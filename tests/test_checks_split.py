@@ -172,3 +172,86 @@ def test_where_t_equals_d_the_values_tell_t_and_d_swapped():
     with pytest.raises(CheckFailed, match="laid out") as err:
         check._expect_split(d_h_then_transpose13, x, 3)
     assert err.value.mistakes == ("heads-d-t", "d-h")
+
+
+def test_split_heads_names_batch_and_heads_merged_and_judges_the_rest():
+    """A split laid out (B*H, T, d) (d2l's transpose_qkv) is named by its shape,
+    and its values laid out (B, H, T, d) again name a second mistake: a view
+    without transpose, or a (d, H) split; with nothing else wrong, the layout
+    alone. The right split passes (the control)."""
+
+    def merged(x, H):
+        B, T, D = x.shape
+        return _split(x, H).reshape(B * H, T, D // H)
+
+    def merged_no_transpose(x, H):
+        B, T, D = x.shape
+        return x.reshape(B * H, T, D // H)
+
+    def merged_d_h(x, H):
+        B, T, D = x.shape
+        return x.reshape(B, T, D // H, H).permute(0, 3, 1, 2).reshape(B * H, T, -1)
+
+    check.split_heads_random(_split, seed=2)
+    cases = {
+        merged: ("batch-heads-merged",),
+        merged_no_transpose: ("batch-heads-merged", "split-no-transpose"),
+        merged_d_h: ("batch-heads-merged", "d-h"),
+    }
+    for wrong, keys in cases.items():
+        for seed in range(5):
+            with pytest.raises(CheckFailed, match=r"merged into one dim") as err:
+                check.split_heads_random(wrong, seed=seed)
+            assert err.value.mistakes == keys, (wrong.__name__, seed)
+    with pytest.raises(CheckFailed, match="transpose_qkv") as err:
+        check.split_heads_shape(merged)
+    assert err.value.mistakes == ("batch-heads-merged",)
+    with pytest.raises(CheckFailed, match="transpose_qkv") as err:
+        check.split_heads_bertviz(merged_d_h)
+    assert err.value.mistakes == ("batch-heads-merged", "d-h")
+    with pytest.raises(CheckFailed, match="apart again") as err:
+        check.split_heads_random(lambda x, H: merged(x, H) + 1, seed=2)
+    assert err.value.mistakes == ("batch-heads-merged",)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_loop_one_short_is_named_alone_and_beside_a_d_h_layout(seed):
+    """A zeroed output whose last (or first) head or token is never written is
+    named, and beside merge's (d, H) layout both are; the full loops pass."""
+
+    def split_short(x, H, heads=None):
+        B, T, D = x.shape
+        d = D // H
+        out = x.new_zeros(B, H, T, d)
+        for h in heads or range(H - 1):
+            out[:, h] = x[:, :, h * d : (h + 1) * d]
+        return out
+
+    def merge_short(x, stride=False, tokens=None):
+        B, H, T, d = x.shape
+        out = x.new_zeros(B, T, H * d)
+        for t in tokens or range(T - 1):
+            for h in range(H):
+                where = slice(h, None, H) if stride else slice(h * d, (h + 1) * d)
+                out[:, t, where] = x[:, h, t]
+        return out
+
+    check.split_heads_random(lambda x, H: split_short(x, H, range(H)), seed)
+    check.merge_heads_random(lambda x: merge_short(x, tokens=range(x.shape[2])), seed)
+    for wrong, check_fn, keys in (
+        (split_short, check.split_heads_random, ("left-zero",)),
+        (
+            lambda x, H: split_short(x, H, range(1, H)),
+            check.split_heads_random,
+            ("left-zero",),
+        ),
+        (merge_short, check.merge_heads_random, ("left-zero",)),
+        (
+            lambda x: merge_short(x, stride=True),
+            check.merge_heads_random,
+            ("merge-d-h", "left-zero"),
+        ),
+    ):
+        with pytest.raises(CheckFailed) as err:
+            check_fn(wrong, seed)
+        assert err.value.mistakes == keys, str(err.value)

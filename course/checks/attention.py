@@ -37,6 +37,7 @@ from .oracles import (
     OVER_QUERIES,
     PADDING_INVERTED,
     PROBS_T,
+    QUERY_AXIS,
     SPLIT_NO_TRANSPOSE,
     Case,
     course_case,
@@ -134,17 +135,22 @@ V_QUERY_BIAS = N_(
     "adds its own: V = hidden @ W_v.T + b_v, the bias of self_attn.value.",
     mistake="value-bias-of-query",
 )
-QUERY_AXIS = N_(
-    "the mask was laid along the queries, (B, 1, T, 1) (one head: (B, T, 1)): it "
-    "must block keys, so it goes along the scores' last dim, (B, 1, 1, T) (one "
-    "head: (B, 1, T)). Along the queries it pushes a padded query's whole row "
-    "down, and the padded keys keep their weight.",
-    mistake="mask-along-queries",
-)
 HEAD_START_BY_COUNT = N_(
     "the head's rows start at head * num_attention_heads: head h owns rows h * d "
     "to (h + 1) * d of each projection, d the head size (attention_head_size).",
     mistake="head-start-by-count",
+)
+QK_SWAPPED = N_(
+    "the queries were made with the key projection and the keys with the query "
+    "one: the scores come out transposed, K Q^T, each key's row over the queries. "
+    "Q comes from self_attn.query and K from self_attn.key.",
+    mistake="query-key-swapped",
+)
+VALUE_START = N_(
+    "a head's values were taken from V's features h:h+d: head h owns features "
+    "h * d to (h + 1) * d of V (d the head size, attention_head_size), as it "
+    "does of Q and K.",
+    mistake="value-start",
 )
 OVER_HEADS = N_(
     "the softmax runs over the heads (dim 1 of (B, H, T, T)): each query's weights "
@@ -205,6 +211,14 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
         lo = head * case.H
         return _with(st, **projected(lambda t: t[..., lo : lo + d]))  # (B, T, d)
 
+    def value_from_h(st):  # head h's values from V's features h:h+d, not h*d
+        heads = range(case.H) if head is None else (head,)
+        if d == 1 or max(heads) == 0:  # there [h:h+d] is [h*d:(h+1)*d]
+            return None
+        V = projected(lambda t: t)["v"]  # (B, T, D)
+        v = torch.stack([V[..., h : h + d] for h in heads], dim=1)  # (B, H, T, d)
+        return _with(st, v=v if head is None else v[:, 0])
+
     def split_by_view(st):  # (B, T, D) viewed straight as (B, H, T, d)
         if head is not None or 1 in (case.H, T):
             return None
@@ -224,10 +238,12 @@ def _steps(case: Case, head: int | None, *, context: bool) -> list[Step]:
                 lambda st: _with(st, k=st["q"]),
                 lambda st: _with(st, q=st["k"]),
             ),
+            QK_SWAPPED: lambda st: None if T == 1 else _with(st, q=st["k"], k=st["q"]),
         }
         | (
             {
                 NO_V_BIAS: lambda st: _with(st, v=st["v"] - st["bv"]),
+                VALUE_START: value_from_h,
                 # V's own weight with another projection's bias
                 V_KEY_BIAS: lambda st: _with(st, v=st["v"] - st["bv"] + st["bk"]),
                 V_QUERY_BIAS: lambda st: _with(st, v=st["v"] - st["bv"] + st["bq"]),

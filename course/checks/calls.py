@@ -263,6 +263,13 @@ HINTS = {
         "first: torch.topk, or argsort(descending=True).",
         mistake="negative-step",
     ),
+    "iteration over a 0-d tensor": N_(
+        " Hint: a 0-d tensor (one number, no dims left) cannot be looped over. "
+        "squeeze() removes every dim of size 1, so a result of one element, such "
+        "as topk's with k = 1, loses them all: squeeze only the dim you mean "
+        "(squeeze(0)), or keep a list with .reshape(-1).tolist().",
+        mistake="iterate-0d",
+    ),
     "cannot be converted to type c10::Half": N_(
         " Hint: float16 holds numbers up to 65504 only, so a fill such as -1e9 "
         "cannot be stored in a float16 tensor. Fill with "
@@ -298,6 +305,15 @@ MASK_BROADCAST = N_(
     "becomes (B, 1, T, T) to meet (B, H, T, T) scores.",
     mistake="mask-dims",
 )
+#: The broadcast hint where a (T, T) mask is indexed as a batched (B, T, T) one.
+MASK_UNBATCHED = N_(
+    " Hint: this mask is (T, T), one for every example, and the line indexes it "
+    "as a batched (B, T, T) one: mask[:, None] makes it (T, 1, T). A (T, T) mask "
+    "meets (B, H, T, T) scores as it is (or as mask[None, None]); give only a "
+    "(B, T, T) mask its head dim, mask[:, None], and tell them apart by mask.dim().",
+    mistake="mask-unbatched",
+)
+_BATCH_INDEXED = re.compile(r"\[\s*:\s*,\s*None")
 #: A shape unpacked into too few names, in a call given a mask.
 MASK_ADDED_DIMS = N_(
     " Hint: the tensor has more dims than this line unpacks, so a broadcast "
@@ -408,7 +424,12 @@ def _hint(
         if fixed and len(set(sizes)) == 2:
             other = next(n for n in sizes if n != fixed[0])
             return say(FIXED_SIZE, size=fixed[0], other=other)
-        if any(map(_is_mask, inputs)) and "mask" in (code + context).lower():
+        masks = [v for v in inputs if _is_mask(v)]
+        if masks and "mask" in (code + context).lower():
+            lengths = {v.shape[-2] for v in inputs if getattr(v, "ndim", 0) >= 3}
+            square = any(m.ndim == 2 and {*m.shape} <= lengths for m in masks)
+            if square and _BATCH_INDEXED.search(code + context):
+                return say(MASK_UNBATCHED)
             return say(MASK_BROADCAST)
         batched = any(getattr(v, "ndim", 0) > 2 for v in inputs)
         if batched and re.search(r"\.T\b", code):

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 import torch
 
 from ..i18n import N_, mistakes_of, naming, say, sentences
-from .calls import CheckFailed, fail
+from .calls import ALSO, CheckFailed, both, fail
 
 # References taken at import, before any student code runs, so that a notebook which
 # redefines ``torch.allclose`` and friends does not change how it is graded.
@@ -167,8 +167,49 @@ def with_hint(sentence: str, hint: str) -> str:
 
 
 def either(mistakes: list[str]) -> str:
-    """Several misconceptions that give the same numbers, each in the language."""
-    return naming(say(" Or: ").join(say(m) for m in mistakes), *mistakes)
+    """Several misconceptions that give the same numbers, each in the language.
+    Pairs that share their first mistake say it once: "X. Also: Y. Or: Z", not
+    "X. Also: Y. Or: X. Also: Z"."""
+    said = [say(m) for m in mistakes]
+    also = say(ALSO, verdict="")  # what :func:`calls.both` puts before a second
+    firsts = {text.partition(also)[0] for text in said}
+    if len(said) > 1 and len(firsts) == 1 and all(also in text for text in said):
+        seconds = [text.partition(also)[2] for text in said]
+        return naming(firsts.pop() + also + say(" Or: ").join(seconds), *mistakes)
+    return naming(say(" Or: ").join(said), *mistakes)
+
+
+def fail_laid_out(
+    layout: str, back: _Tensor, want: _Tensor, diagnose: dict, *, off: str, **fields
+) -> None:
+    """Fail naming a wrong layout, and what else the numbers show once laid right.
+
+    Parameters
+    ----------
+    layout : str
+        The verdict on the layout (a shape the contract does not allow, e.g.
+        (B, H, d, T)), in the language.
+    back : Tensor
+        The answer laid out as the contract asks again (e.g. T and d swapped back).
+    want : Tensor
+        The right value, laid out that way.
+    diagnose : dict
+        ``{verdict: value}`` of known mistakes, laid out that way too: any that
+        ``back`` matches is named beside the layout ("Also:").
+    off : str
+        Catalog sentence for numbers that match none, with ``{max_diff}`` and any
+        of ``fields``.
+    """
+    if is_close(back, want):
+        fail(layout)
+    named = [
+        mistake
+        for mistake, wrong in diagnose.items()
+        if wrong.shape == back.shape and same_mistake(back, wrong, 1e-4, 1e-4)
+    ]
+    if named:
+        fail(both(layout, either(named)))
+    fail(both(layout, say(off, max_diff=max_diff(back, want), **fields)))
 
 
 def fail_mistaken(name: str, *mistakes: str) -> None:

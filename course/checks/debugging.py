@@ -34,9 +34,11 @@ from . import (
     is_close,
 )
 from .calls import CaseVerdicts, CheckFailed, both
-from .compare import either, expect_bool_mask, fail_mistaken, max_diff, same_mistake
+from .compare import expect_bool_mask, fail_laid_out, fail_mistaken
 from .lessons import FUSED_ATTENTION, Lesson
+from .mistaken import unsaid
 from .oracles import (
+    BY_D,
     FUSED,
     HEADS_D_T,
     LAST_DIM,
@@ -192,16 +194,9 @@ def _expect_not_d_t(got, x, case) -> None:
     if not all(laid):
         fail(layout)
     back = _split_attention(got[0].mT, got[1].mT, case)
-    if is_close(back, case.probs):
-        fail(layout)
-    named = [
-        mistake
-        for mistake, wrong in _split_mistakes(x, case).items()
-        if same_mistake(back, wrong, 1e-4, 1e-4)
-    ]
-    if named:
-        fail(both(layout, either(named)))
-    fail(both(layout, say(SWAPPED_BACK_OFF, max_diff=max_diff(back, case.probs))))
+    fail_laid_out(
+        layout, back, case.probs, _split_mistakes(x, case), off=SWAPPED_BACK_OFF
+    )
 
 
 def _expect_split(fn, case) -> None:
@@ -537,6 +532,14 @@ MASKED_FIRST_BLOCK = N_(
 )
 
 
+#: The mask never applied: every key weighed, the blocked ones too.
+MASK_IGNORED = N_(
+    "the mask is ignored: keys the mask blocks (False) still get weight. Fill "
+    "their scores with -inf in each block before its max and its exp.",
+    mistake="chunk-mask-ignored",
+)
+
+
 #: A running max kept, but what earlier blocks added never rescaled when it grew.
 NOT_RESCALED = N_(
     "the running sums were not rescaled when the running max grew: each block's "
@@ -725,16 +728,28 @@ def _runs(fn, Q, K, V, *, chunk: int, mask, keys: int) -> bool:
     return True
 
 
-def _wrong(Q, K, V, *, chunk: int, mask=None) -> list[dict]:
-    """What each named misconception would return, then each beside a missing
-    scale (the blocks' misconceptions with the scores not divided by sqrt(d))."""
-    unscaled = Q * math.sqrt(Q.shape[-1])
-    pairs = {
-        both(NO_SCALE, verdict): value
-        for verdict, value in _blockwise(unscaled, K, V, chunk=chunk, mask=mask).items()
-    }
-    wrong = {NO_SCALE: oracle(unscaled, K, V, mask)}
-    return [wrong | _blockwise(Q, K, V, chunk=chunk, mask=mask), pairs]
+def _wrong(Q, K, V, *, chunk: int, mask=None, said=()) -> list[dict]:
+    """What each named misconception would return, then each pair of them: a
+    wrong scale (none, or 1/d) beside a misconception of the blocks or a mask
+    ignored, and a mask ignored beside a misconception of the blocks. A pair
+    leaves out the mistakes ``said`` (keys an earlier case named)."""
+    d = Q.shape[-1]
+    scales = {NO_SCALE: Q * math.sqrt(d), BY_D: Q / math.sqrt(d)}  # Q·K / sqrt(d)
+    masks = {None: mask}
+    if mask is not None and not bool(mask.all()):
+        masks[MASK_IGNORED] = None
+    wrong, pairs = {}, {}
+    for scale, q in {None: Q, **scales}.items():
+        for ignored, m in masks.items():
+            named = [v for v in (scale, ignored) if v is not None]
+            if named:
+                tier = wrong if len(named) == 1 else pairs
+                tier[unsaid(named, said)] = oracle(q, K, V, m)
+            if len(named) < 2:
+                for verdict, value in _blockwise(q, K, V, chunk=chunk, mask=m).items():
+                    tier = wrong if not named else pairs
+                    tier[unsaid([*named, verdict], said)] = value
+    return [wrong, pairs]
 
 
 def _blockwise(Q, K, V, *, chunk: int, mask=None) -> dict:
@@ -760,7 +775,7 @@ def _blockwise(Q, K, V, *, chunk: int, mask=None) -> dict:
     return wrong
 
 
-def _expect_values(fn, Q, K, V, *, chunk: int, mask=None) -> None:
+def _expect_values(fn, Q, K, V, *, chunk: int, mask=None, said=()) -> None:
     out, _ = _run(fn, Q, K, V, chunk=chunk, mask=mask)
     name = say(
         "chunked_attention with Tk={Tk}, chunk_size={chunk}",
@@ -771,7 +786,7 @@ def _expect_values(fn, Q, K, V, *, chunk: int, mask=None) -> None:
         out,
         oracle(Q, K, V, mask),
         name,
-        diagnose=lambda: _wrong(Q, K, V, chunk=chunk, mask=mask),
+        diagnose=lambda: _wrong(Q, K, V, chunk=chunk, mask=mask, said=said),
         what="torch",
     )
 
@@ -877,14 +892,13 @@ def chunked_attention_random(fn, seed: int) -> None:
             Q, K, V = _qkv(gen, batch, Tq=Tq, Tk=Tk, d=d, dtype=dtype)
             masked = not split and rng.random() < 0.5
             mask = _mask(gen, batch, Tq=Tq, Tk=Tk, chunk=chunk) if masked else None
-            _expect_values(fn, Q, K, V, chunk=chunk, mask=mask)
+            _expect_values(fn, Q, K, V, chunk=chunk, mask=mask, said=verdicts.said)
     batch = tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
     Tq, Tk, d = rng.randint(1, 9), rng.randint(4, 20), rng.choice([2, 4, 8])
     chunk = rng.randint(1, Tk // 2)
     dtype = rng.choice([torch.float32, torch.float64])
     Q, K, V = _qkv(gen, batch, Tq=Tq, Tk=Tk, d=d, dtype=dtype)
     with verdicts:
-        _expect_values(
-            fn, Q, K, V, chunk=chunk, mask=_mask(gen, batch, Tq=Tq, Tk=Tk, chunk=chunk)
-        )
+        mask = _mask(gen, batch, Tq=Tq, Tk=Tk, chunk=chunk)
+        _expect_values(fn, Q, K, V, chunk=chunk, mask=mask, said=verdicts.said)
     verdicts.fail_if_any()

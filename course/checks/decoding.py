@@ -122,6 +122,12 @@ PREPENDED = N_(
     "where their positions are.",
     mistake="prepended",
 )
+CACHE_NEW_ONLY = N_(
+    "the returned cache holds only the new keys and values: it must hold every "
+    "token's so far, the cached ones followed by the new ones, (B, H, P + t, d), "
+    "for the next step to attend over.",
+    mistake="cache-new-only",
+)
 WRONG_AXIS = N_(
     "the cache grows on the wrong axis: K and V are (B, H, T, d), and new tokens "
     "are appended along T (dim -2).",
@@ -579,10 +585,12 @@ def _expect_step(fn, q, k, v, cache, K_all, V_all, label: str, verdicts):
         )
     for part, right, what in zip(new_cache, (K_all, V_all), "KV", strict=True):
         with verdicts:
+            named = say("the cached {what} {label}", what=what, label=label)
+            _expect_not_new_only(part, right, past, named)
             expect_close(
                 part,
                 right,
-                say("the cached {what} {label}", what=what, label=label),
+                named,
                 diagnose={
                     PREPENDED: torch.cat(
                         [right[..., past:, :], right[..., :past, :]], -2
@@ -591,6 +599,13 @@ def _expect_step(fn, q, k, v, cache, K_all, V_all, label: str, verdicts):
                 what=say("every token's keys and values so far, in order"),
             )
     return new_cache
+
+
+def _expect_not_new_only(part: _Tensor, right: _Tensor, past: int, name: str) -> None:
+    """Name a cache ``part`` that is the new tokens' keys or values alone (the
+    last t of ``right``, (B, H, P + t, d)), where something was cached before."""
+    if past and is_close(part, right[..., past:, :]):  # (B, H, t, d)
+        fail_mistaken(name, CACHE_NEW_ONLY)
 
 
 def _run_steps(fn, chunks: list[int], B: int, H: int, d: int, seed: int) -> None:

@@ -59,6 +59,10 @@ HEAD0_BIAS = N_(
     "b[h*d:(h+1)*d].",
     mistake="head0-bias",
 )
+BIAS_START = N_(
+    "the bias added is b[h:h+d]; head h's bias starts at h*d too: b[h*d:(h+1)*d].",
+    mistake="bias-start",
+)
 
 
 def _head_truth(linear, head, d):
@@ -295,6 +299,10 @@ def _projection_steps(linear, *, head: int, d: int) -> list[Step]:
             NO_BIAS: lambda st: {**st, "y": st["x"] @ st["W"]},
             HEAD0_BIAS: unless(
                 head > 0, lambda st: {**st, "y": st["x"] @ st["W"] + bias[:d]}
+            ),
+            BIAS_START: unless(
+                head > 0 and d > 1,  # else [h:h+d] is [h*d:(h+1)*d]
+                lambda st: {**st, "y": st["x"] @ st["W"] + bias[at]},
             ),
         },
     )

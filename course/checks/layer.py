@@ -35,6 +35,7 @@ from .oracles import (
     BY_WIDTH,
     NO_SCALE,
     PADDING_INVERTED,
+    QUERY_AXIS,
     Case,
     own_copy,
     sharpen_attention,
@@ -167,43 +168,69 @@ def _expect_attention_block(fn, case: Case, masked: bool) -> None:
     args = (case.hidden.clone(), att) + ((case.mask,) if masked else ())
     with LESSONS["attention_block"].enforced(args):
         got = twice(fn, args, "attention_block")
-    h, out = case.hidden, att.output
-    D = h.shape[-1]
-    with torch.no_grad():
-        sub = out.dense(case.context_of(h))
-        diagnose = {
-            SCALED: out.LayerNorm(sub / _keep(case) + h),
-            NO_SCALE: out.LayerNorm(out.dense(_context(case, h, scale=1.0)) + h),
-            BY_WIDTH: out.LayerNorm(out.dense(_context(case, h, scale=1.0 / D)) + h),
-            PRE_LN: h + out.dense(case.context_of(out.LayerNorm(h))),
-            AFTER_LN: out.LayerNorm(sub) + h,
-            NO_RESIDUAL: out.LayerNorm(sub),
-            FRESH_LN: _fresh_norm(sub + h),
-        }
-        pairs = {}
-        if masked and not bool(case.mask.all()):
-            diagnose[MASK_DROPPED] = _block_unmasked(case)
-            subs = tuple(out.dense(ctx) for ctx in _inverted_contexts(case))
-            diagnose[PADDING_INVERTED] = tuple(out.LayerNorm(x + h) for x in subs)
-            pairs[both(PADDING_INVERTED, AFTER_LN)] = tuple(
-                out.LayerNorm(x) + h for x in subs
-            )
     expect_close(
         got,
         case.attn_out,
         "attention_block(...)",
-        diagnose=[diagnose, pairs],
+        diagnose=lambda: _wrong_attention_blocks(case, masked),
         what=say("the layer's attention output"),
     )
 
 
-def _inverted_contexts(case: Case) -> tuple[torch.Tensor, ...]:
-    """The self-attention's output with the mask the wrong way round: the large
-    negative number added at the tokens (``mask * -10000``) or filled there."""
+def _wrong_attention_blocks(case: Case, masked: bool) -> list[dict]:
+    """What the attention block gives with one, then two, known mistakes: the
+    self-attention's (its scale, its mask), the sublayer's scale, and where the
+    residual and the norm go."""
+    h, out = case.hidden, case.block.attention.output
+    D = h.shape[-1]
+
+    def attend(context_of):  # context_of(x): the self-attention's output of x
+        return lambda st: {**st, "ctx": context_of}
+
+    wrong_contexts = {
+        NO_SCALE: attend(lambda x: _context(case, x, scale=1.0)),
+        BY_WIDTH: attend(lambda x: _context(case, x, scale=1.0 / D)),
+    }
+    if masked and not bool(case.mask.all()):
+        wrong_contexts[MASK_DROPPED] = attend(
+            lambda x: case.context_of(x, masked=False)
+        )
+        wrong_contexts[PADDING_INVERTED] = tuple(
+            attend(lambda x, i=i: _inverted_contexts(case, x)[i]) for i in range(2)
+        )
+
+    def sub(keep: float):
+        return lambda st: {**st, "sub": out.dense(st["ctx"](h)) / keep}
+
+    def arrange(how):
+        return lambda st: {**st, "out": how(st)}
+
+    steps = [
+        Step(right=attend(case.context_of), wrong=wrong_contexts),
+        Step(right=sub(1.0), wrong={SCALED: sub(_keep(case))}),
+        Step(
+            right=arrange(lambda st: out.LayerNorm(st["sub"] + h)),
+            wrong={
+                PRE_LN: arrange(lambda st: h + out.dense(st["ctx"](out.LayerNorm(h)))),
+                AFTER_LN: arrange(lambda st: out.LayerNorm(st["sub"]) + h),
+                NO_RESIDUAL: arrange(lambda st: out.LayerNorm(st["sub"])),
+                FRESH_LN: tuple(  # at BERT's eps, or at torch's
+                    arrange(lambda st, i=i: _fresh_norm(st["sub"] + h)[i])
+                    for i in range(2)
+                ),
+            },
+        ),
+    ]
+    with torch.no_grad():
+        return mistaken({}, steps, result=lambda st: st["out"])
+
+
+def _inverted_contexts(case: Case, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The self-attention's output of ``x`` with the mask the wrong way round: the
+    large negative number added at the tokens (``mask * -10000``) or filled there."""
     keep = case.mask[:, None, None, :].float()  # (B, 1, 1, T): 1 at the tokens
     exts = (keep * -10000.0, keep * torch.finfo(torch.float32).min)
-    h, sa = case.hidden, case.self_attn
-    outs = (sa(h, attention_mask=ext) for ext in exts)
+    outs = (case.self_attn(x, attention_mask=ext) for ext in exts)
     return tuple(o[0] if isinstance(o, tuple) else o for o in outs)
 
 
@@ -359,48 +386,85 @@ def _expect_layer(fn, case: Case, masked: bool) -> None:
     with LESSONS["bert_layer"].enforced(args):
         got = twice(fn, args, "bert_layer")
     expect_shape(got, case.after.shape, "bert_layer(...)", "(B, T, D).")
-    a, out, up = case.attn_out, case.block.output, case.block.intermediate.dense
-    with torch.no_grad():  # the attention block right, the feed-forward not
+    expect_close(
+        got,
+        case.after,
+        "bert_layer(...)",
+        diagnose=lambda: _wrong_layers(case, masked),
+        what=say("the model's next hidden state"),
+        atol=2e-4,
+    )
 
-        def ff(inputs, act=F.gelu):
-            return out.dense(act(up(inputs)))
 
-        h = case.hidden
-        diagnose = {
-            FF_RESIDUAL: out.LayerNorm(ff(a)),
-            # the input fed to FF, with the block's output as the residual or not
-            FF_FROM_INPUT: (out.LayerNorm(a + ff(h)), out.LayerNorm(h + ff(h))),
-            FF_RESIDUAL_FROM_INPUT: out.LayerNorm(h + ff(a)),
-            RELU: out.LayerNorm(a + ff(a, F.relu)),
-            TANH_GELU: out.LayerNorm(
-                a + ff(a, lambda v: F.gelu(v, approximate="tanh"))
-            ),
-        }
+def _wrong_layers(case: Case, masked: bool) -> list[dict]:
+    """What bert_layer gives with one, then two, known mistakes: in the attention
+    block (the mask dropped, or laid along the queries) and in the feed-forward
+    (its input, its residual, its activation, its LayerNorm); and the residual
+    added after a LayerNorm, in either sublayer or both."""
+    h, att, out = case.hidden, case.block.attention.output, case.block.output
+    up = case.block.intermediate.dense
+
+    def ff(inputs, act=F.gelu):
+        return out.dense(act(up(inputs)))
+
+    def attend(a):  # a: the attention block's output
+        return lambda st: {**st, "a": a}
+
+    def end(how):  # how(a): the layer's output
+        return lambda st: {**st, "out": how(st["a"])}
+
+    wrong_blocks = {}
+    if masked and not bool(case.mask.all()):
+        wrong_blocks[MASK_DROPPED] = attend(_block_unmasked(case))
+        along = case.self_attn(h, attention_mask=_along_queries(case))
+        along = along[0] if isinstance(along, tuple) else along
+        wrong_blocks[QUERY_AXIS] = attend(att.LayerNorm(att.dense(along) + h))
+    steps = [
+        Step(right=attend(case.attn_out), wrong=wrong_blocks),
+        Step(
+            right=end(lambda a: out.LayerNorm(a + ff(a))),
+            wrong={
+                FF_RESIDUAL: end(lambda a: out.LayerNorm(ff(a))),
+                # the input fed to FF, with the block's output as the residual
+                # or not
+                FF_FROM_INPUT: (
+                    end(lambda a: out.LayerNorm(a + ff(h))),
+                    end(lambda a: out.LayerNorm(h + ff(h))),
+                ),
+                FF_RESIDUAL_FROM_INPUT: end(lambda a: out.LayerNorm(h + ff(a))),
+                RELU: end(lambda a: out.LayerNorm(a + ff(a, F.relu))),
+                TANH_GELU: end(
+                    lambda a: out.LayerNorm(
+                        a + ff(a, lambda v: F.gelu(v, approximate="tanh"))
+                    )
+                ),
+                OTHER_LN: end(lambda a: att.LayerNorm(a + ff(a))),
+            },
+        ),
+    ]
+    with torch.no_grad():
+        ones, pairs = mistaken({}, steps, result=lambda st: st["out"])
 
         def after_ln(masked_here=True):  # the residual added after each LayerNorm
-            att = case.block.attention.output
             sub = att.dense(case.context_of(h, masked=masked_here))
             a_after = att.LayerNorm(sub) + h  # in the attention block, and
+            a = case.attn_out
             return (  # in both sublayers, the attention's only, the ff's only
                 out.LayerNorm(ff(a_after)) + a_after,
                 out.LayerNorm(a_after + ff(a_after)),
                 out.LayerNorm(ff(a)) + a,
             )
 
-        diagnose[AFTER_LN] = after_ln()
-        pairs = {}
-        if masked and not bool(case.mask.all()):
-            a0 = _block_unmasked(case)
-            diagnose[MASK_DROPPED] = out.LayerNorm(a0 + ff(a0))
+        ones[AFTER_LN] = after_ln()
+        if MASK_DROPPED in wrong_blocks:
             pairs[both(AFTER_LN, MASK_DROPPED)] = after_ln(masked_here=False)[:2]
-    expect_close(
-        got,
-        case.after,
-        "bert_layer(...)",
-        diagnose=[diagnose, pairs],
-        what=say("the model's next hidden state"),
-        atol=2e-4,
-    )
+    return [ones, pairs]
+
+
+def _along_queries(case: Case) -> torch.Tensor:
+    """The additive mask laid along the queries, ``(B, 1, T, 1)``: float32's
+    lowest added to a padded query's whole row (what filling it gives too)."""
+    return (1.0 - case.mask[:, None, :, None].float()) * torch.finfo(torch.float32).min
 
 
 def bert_layer_values(fn) -> None:
@@ -465,6 +529,8 @@ def _expect_encoder(fn, case: Case, masked: bool = True) -> None:
     def diagnose(i: int) -> dict:
         """What the mistakes give as hidden state ``i``."""
         found = {mistake: states[i] for mistake, states in wrong().items()}
+        if i >= 1:  # each layer's input kept, not its output: one layer late
+            found[STATES_SHIFTED] = case.states[i - 1]
         if i >= 2:  # layer i - 1 fed the embeddings, not layer i - 2's output
             with torch.no_grad():
                 layer = model.encoder.layer[i - 1]
@@ -576,6 +642,12 @@ NO_NORM = N_(
 POSITIONS_FROM = N_(
     "the positions start at {k}: BERT's position ids are arange(T), from 0.",
     mistake="positions-offset",
+)
+STATES_SHIFTED = N_(
+    "each layer's input was kept instead of its output: the states come one "
+    "layer late (hidden_states[1] is the embedding output again) and the last "
+    "layer's output is missing. Keep what a layer returns, after it has run.",
+    mistake="states-shifted",
 )
 EVERY_LAYER_FED_EMBEDDINGS = N_(
     "every layer is fed the embedding output: each layer takes the output of the "

@@ -8,12 +8,14 @@ different steps, and returns the values as tiers for
 :func:`~course.checks.compare.expect_close`'s ``diagnose``: one mistake first,
 then two, so an answer is named by the fewest mistakes that give its numbers.
 A pair's verdict is :func:`~course.checks.calls.both`: "A. Also: B.", with both
-mistakes' keys.
+mistakes' keys. A check whose answer is a count or a set rather than a tensor
+names it the same way with :func:`fewest`: the smallest sets of its known
+mistakes that give every number it saw.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations, product
 from typing import Any
@@ -121,3 +123,32 @@ def _named(verdict: str, said: tuple[str, ...]) -> bool:
     """Whether every mistake ``verdict`` names is among the keys ``said``."""
     keys = mistakes_of(verdict)
     return bool(keys) and set(keys) <= set(said)
+
+
+def fewest(
+    known: Sequence[Any], fits: Callable[[tuple], bool], *, most: int | None = None
+) -> list[tuple]:
+    """The smallest sets of known mistakes that explain an answer.
+
+    Parameters
+    ----------
+    known : sequence
+        The known mistakes, in the order a verdict names them.
+    fits : callable
+        ``fits(chosen) -> bool``: whether an answer with the mistakes of
+        ``chosen`` (a tuple, in ``known``'s order) gives the numbers seen, on every
+        case the check tried.
+    most : int, optional
+        The most mistakes in one set (default: all of ``known``).
+
+    Returns
+    -------
+    list of tuple
+        Every set of one mistake that fits, else every set of two, ...; ``[]``
+        where none of at most ``most`` does.
+    """
+    for n in range(1, (len(known) if most is None else most) + 1):
+        found = [chosen for chosen in combinations(known, n) if fits(chosen)]
+        if found:
+            return found
+    return []

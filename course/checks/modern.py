@@ -31,7 +31,7 @@ from . import call, expect_close, expect_equal, expect_shape, fail
 from .calls import VIEW_FAILED, CaseVerdicts, CheckFailed, both, runs
 from .compare import expect_bool_mask, fail_mistaken
 from .lessons import FUSED_ATTENTION, KV_SHARING, ROTARY_CODE, Lesson
-from .mistaken import Step, mistaken, unsaid
+from .mistaken import Step, fewest, mistaken, unsaid
 from .oracles import BY_D, NO_SCALE, additive_mask, eager_attention
 
 _Tensor = torch.Tensor  # taken at import, before any student code runs
@@ -63,6 +63,12 @@ ANGLES_INTERLEAVED = N_(
     "pair must turn by the same angle, so cos and sin hold the d/2 angles once "
     "in each half, in order.",
     mistake="angles-interleaved",
+)
+PARTIAL = N_(
+    "only part of the features is rotated (a partial rotary, like GPT-NeoX's "
+    "rotary_pct or ChatGLM2's half), the rest passed through: ModernBERT turns "
+    "all d features, pairing feature i with feature i + d/2.",
+    mistake="partial-rotary",
 )
 NO_POSITIONS = N_(
     "the rotation ignores `positions` (it uses 0, 1, 2, ...): turn each token by "
@@ -251,17 +257,47 @@ def _expect_rotary(fn, x: _Tensor, positions: _Tensor, base: float) -> None:
         FREQUENCIES: _other_frequencies(x, positions, base),
         ANGLES_INTERLEAVED: _angles_interleaved(x, positions, base),
     }
+    # a partial rotary beside each mistake a rotation of its part can make
+    partial = {INTERLEAVED: lambda part, p, b: _interleaved(part, p, b)}
+    partial[BACKWARDS] = lambda part, p, b: _rotated(part, p, b, sign=-1)
     if not _equal(positions, torch.arange(T)):
         diagnose[NO_POSITIONS] = _rotated(x, torch.arange(T), base)
+        partial[NO_POSITIONS] = lambda part, p, b: _rotated(part, torch.arange(T), b)
     if base != 10000.0:
         diagnose[FIXED_BASE] = _rotated(x, positions, 10000.0)
+        partial[FIXED_BASE] = lambda part, p, b: _rotated(part, p, 10000.0)
+    pairs = {}
+    if _partial(x, positions, base, _rotated):
+        diagnose[PARTIAL] = _partial(x, positions, base, _rotated)
+        pairs = {
+            both(PARTIAL, verdict): _partial(x, positions, base, rotate)
+            for verdict, rotate in partial.items()
+        }
     expect_close(
         got,
         _rotated(x, positions, base),
         "rotary(x, positions, base)",
-        diagnose=diagnose,
+        diagnose=[diagnose, pairs],
         what=say("ModernBERT's rotary embedding"),
     )
+
+
+def _partial(x: _Tensor, positions: _Tensor, base: float, rotate) -> tuple:
+    """A partial rotary: the first half (or quarter) of the features rotated by
+    ``rotate(part, positions, base)``, the rest passed through. The part's
+    frequencies are its own (base^(-2i/r), r the rotated features: GPT-NeoX) or
+    the first of the whole head's (base^(-2i/d), i < r/2): base^(r/d) to the part.
+    A half or quarter that is odd is rounded down to pairs (d = 6: 2 features).
+    Empty where no even part smaller than d is rotated."""
+    d = x.shape[-1]
+    outs = []
+    for r in sorted({d // 2 // 2 * 2, d // 4 // 2 * 2}, reverse=True):
+        if r < 2:
+            continue
+        for b in (base, base ** (r / d)):
+            turned = rotate(x[..., :r], positions, b)
+            outs.append(torch.cat([turned, x.double()[..., r:]], dim=-1))
+    return tuple(outs)
 
 
 def course_encoder():
@@ -303,9 +339,9 @@ def rotary_random(fn, seed: int) -> None:
     verdicts = CaseVerdicts()
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
-    for case in range(4):  # d = 2 has one pair: both layouts agree there
-        with verdicts:
-            d = rng.choice([6, 8, 20, 64] if case == 0 else [2, 6, 8, 20, 64])
+    for case in range(4):  # d = 2 has one pair: both layouts agree there, and
+        with verdicts:  # on d = 6's partial part (its half rounded down to 2)
+            d = rng.choice([8, 20, 64] if case == 0 else [2, 6, 8, 20, 64])
             T = rng.randint(2, 11)
             lead = rng.choice([(), (2,), (1, 3), (2, 2)])
             # the first case's base is not 10000: one that ignores `base` shows there
@@ -340,32 +376,49 @@ def _modernbert_window(T: int, window: int) -> _Tensor:
     return probs[0, 0] > 0
 
 
-def _window_mistakes(T: int, window: int) -> dict[str, tuple[_Tensor, ...]]:
+def _window_mistakes(T: int, window: int) -> list[dict[str, tuple[_Tensor, ...]]]:
+    """The masks of the known mistakes: one, then two at once (a causal window
+    that is also too wide or off by one, e.g. Mistral's ``0 <= i - j < window``)."""
     i = torch.arange(T)
     offset = i[:, None] - i[None, :]  # query - key
     half = window // 2
     right = offset.abs() <= half
-    return {
-        OFF_BY_ONE: (offset.abs() < half, offset.abs() <= half + 1),
-        WHOLE_WINDOW: (offset.abs() <= window,),
-        ONE_SIDED: (
-            (offset >= 0) & (offset <= half),
-            (offset >= 0) & (offset < window),
-            (offset >= 0) & (offset <= window),  # Mistral's decoder window
+    widths = {  # {verdict: (how far a query sees, as a mask of distances), ...}
+        OFF_BY_ONE: (
+            lambda o: o < half,
+            lambda o: o <= half + 1,
         ),
+        WHOLE_WINDOW: (  # the whole window each side, or window - 1 and the query
+            lambda o: o <= window,
+            lambda o: o < window,
+        ),
+    }
+    back = offset >= 0  # a causal window: the query and the keys before it
+    one = {
+        verdict: tuple(reach(offset.abs()) for reach in reaches)
+        for verdict, reaches in widths.items()
+    }
+    one |= {
+        ONE_SIDED: (back & right,),
         INVERTED: (~right,),
         # an even window's -window // 2 is -(window // 2): nothing to name there
         NEGATIVE_FLOOR: (right | (offset == half + 1),) if window % 2 else (),
     }
+    two = {
+        both(ONE_SIDED, verdict): tuple(back & reach(offset) for reach in reaches)
+        for verdict, reaches in widths.items()
+    }
+    return [one, two]
 
 
-def _expect_mask(got, want: _Tensor, name: str, mistakes: dict) -> None:
+def _expect_mask(got, want: _Tensor, name: str, mistakes: list[dict]) -> None:
     got = expect_bool_mask(expect_shape(got, want.shape, name), name)
     if _equal(got, want):
         return
-    named = [m for m, wrongs in mistakes.items() if any(_equal(got, w) for w in wrongs)]
-    if named:
-        fail_mistaken(name, *named)
+    for tier in mistakes:  # the fewest mistakes that give these places
+        named = [m for m, wrongs in tier.items() if any(_equal(got, w) for w in wrongs)]
+        if named:
+            fail_mistaken(name, *named)
     q, k = (got != want).nonzero()[0].tolist()
     fail(
         "{name} differs from ModernBERT's window at {count} of {total} places, e.g. "
@@ -835,22 +888,22 @@ def _left_out(case: _CacheCase) -> dict[str, int]:
     }
 
 
-def _mistake_sets(cases: list[_CacheCase]) -> dict[tuple[str, ...], tuple[int, ...]]:
-    """Every set of the known mistakes (one, two, ...: fewest first) and what it
-    divides the measured bytes of each of ``cases`` by."""
-    known = tuple(_left_out(cases[0]))
-    return {
-        chosen: tuple(math.prod(_left_out(case)[m] for m in chosen) for case in cases)
-        for n in range(1, len(known) + 1)
-        for chosen in itertools.combinations(known, n)
-    }
+def _divisors(cases: list[_CacheCase], chosen: tuple[str, ...]) -> tuple[int, ...]:
+    """What an answer with the known mistakes of ``chosen`` divides the measured
+    bytes of each of ``cases`` by."""
+    return tuple(math.prod(_left_out(case)[m] for m in chosen) for case in cases)
 
 
 def _told_apart(cases: list[_CacheCase]) -> bool:
     """Whether on ``cases`` every set of known mistakes gives other counts than
     every other set, and than the right ones: the factors they leave out (2, the
     bytes, the batch, the layers) do not multiply to the same on all of them."""
-    divisors = list(_mistake_sets(cases).values())
+    known = tuple(_left_out(cases[0]))
+    divisors = [
+        _divisors(cases, chosen)
+        for n in range(1, len(known) + 1)
+        for chosen in itertools.combinations(known, n)
+    ]
     ones = tuple(1 for _ in cases)
     return len(set(divisors)) == len(divisors) and ones not in divisors
 
@@ -894,12 +947,15 @@ def _expect_cache_cases(fn, cases: list[_CacheCase]) -> None:
     if got == want:
         return
     wrong = next(case for case, g, w in zip(cases, got, want, strict=True) if g != w)
-    fits: list[tuple[str, ...]] = []
-    for chosen, divisors in _mistake_sets(cases).items():
-        if fits and len(chosen) > len(fits[0]):
-            break
-        if got == tuple(w // by for w, by in zip(want, divisors, strict=True)):
-            fits.append(chosen)
+    fits = fewest(
+        tuple(_left_out(cases[0])),
+        lambda chosen: (
+            got
+            == tuple(
+                w // by for w, by in zip(want, _divisors(cases, chosen), strict=True)
+            )
+        ),
+    )
     if fits:  # said on a case where each mistake of the first shows
         shown = next(
             (c for c in cases if all(_left_out(c)[m] > 1 for m in fits[0])), wrong

@@ -39,6 +39,14 @@ NO_SCALE = N_(
     "missing 1/sqrt(d): divide the scores by the square root of the head size.",
     mistake="no-scale",
 )
+#: A key mask laid along the queries (06's head_attention, 07's bert_layer).
+QUERY_AXIS = N_(
+    "the mask was laid along the queries, (B, 1, T, 1) (one head: (B, T, 1)): it "
+    "must block keys, so it goes along the scores' last dim, (B, 1, 1, T) (one "
+    "head: (B, 1, T)). Along the queries it pushes a padded query's whole row "
+    "down, and the padded keys keep their weight.",
+    mistake="mask-along-queries",
+)
 BY_D = N_("it divides by d; the scale is 1/sqrt(d).", mistake="by-d")
 PADDING_INVERTED = N_(
     "the mask is the wrong way round: the real tokens got the large negative "

@@ -57,6 +57,15 @@ K_IS_Q = N_(
     "and 1 once scaled.",
     mistake="k-is-q",
 )
+#: q·k taken as a mean over the d_k products, not their sum: std 1/sqrt(d_k) where
+#: the sum's is sqrt(d_k), and 1/d_k once scaled (d_k = 1: the mean is the sum).
+MEAN_NOT_SUM = N_(
+    "dot_product_std for d_k={d_k} gives {unscaled:.3g} and {scaled:.3g}, about "
+    "1/sqrt(d_k) = {inv_sqrt:.3g} and 1/d_k = {inv_d:.3g}: q·k was taken as a "
+    "mean over the d_k products, not their sum. A dot product adds them up; its "
+    "std is sqrt(d_k), and 1 once scaled.",
+    mistake="dot-mean",
+)
 
 WRONG_DIM = N_(
     "rows do not sum to 1 — softmax over the key dim (-1), not dim 0.",
@@ -87,6 +96,18 @@ GLOBAL_SUM = N_(
     "the sum runs over every element, not along dim: each slice along dim must sum "
     "to 1, so sum with dim=dim, keepdim=True.",
     mistake="global-sum",
+)
+MAX_OTHER_DIM = N_(
+    "it subtracts each slice's max along another dim than dim: the shift must be "
+    "the same for every element it normalises together, so take the max along "
+    "dim (keepdim=True).",
+    mistake="max-other-dim",
+)
+SUM_OVER_SAMPLES = N_(
+    "dot_product_std for d_k={d_k} gives {unscaled:.3g}, about sqrt(n_samples) = "
+    "{sqrt_n:.3g}: the products were summed over the samples (dim 0). A dot "
+    "product sums over the d_k features (dim -1), one dot per sample.",
+    mistake="sum-over-samples",
 )
 BY_HAND = N_(
     "Write softmax by hand with exp and sum: torch's softmax functions are "
@@ -139,6 +160,12 @@ def _expect_softmax(fn, x: torch.Tensor, dim: int) -> None:
     expect_finite(got, f"softmax(x, dim={dim})")
     _expect_normalised_along(got, x, dim)
     diagnose = {mistake: _softmax(x.double(), k) for k, mistake in _other_dims(x, dim)}
+    for k in range(x.dim()):  # a max along another dim: not a constant shift
+        if k != dim % x.dim() and x.shape[k] > 1:
+            e = torch.exp(x.double() - x.double().amax(k, keepdim=True))
+            diagnose.setdefault(MAX_OTHER_DIM, []).append(e / e.sum(dim, keepdim=True))
+    if MAX_OTHER_DIM in diagnose:
+        diagnose[MAX_OTHER_DIM] = tuple(diagnose[MAX_OTHER_DIM])
     if x.dim() > 1:
         e = torch.exp(x.double() - x.double().amax(dim, keepdim=True))
         diagnose[GLOBAL_SUM] = (
@@ -493,8 +520,12 @@ def _expect_std(fn, d_k: int, n: int, seed: int) -> None:
     unscaled, scaled = (float(v) for v in got)
     again = tuple(float(v) for v in call(fn, d_k, n, seed, name="dot_product_std"))
     verdicts = CaseVerdicts()  # unseeded, and a wrong std as well: both named
+    same = len(again) == 2 and all(  # NaN (a std of one value) is NaN again
+        a == b or math.isnan(a) and math.isnan(b)
+        for a, b in zip(again, (unscaled, scaled), strict=True)
+    )
     with verdicts:
-        if again != (unscaled, scaled):
+        if not same:
             fail(
                 "dot_product_std gives different numbers for the same seed: "
                 "seed a torch.Generator (or torch.manual_seed) with it.",
@@ -537,6 +568,22 @@ def _expect_stds(got, d_k: int, n: int) -> None:
             scaled=scaled,
             sqrt_2d=math.sqrt(2 * d_k),
         )
+    if (
+        d_k > 1
+        and _about(unscaled, math.sqrt(n), d_k)
+        and _about(scaled, math.sqrt(n / d_k), d_k)
+    ):
+        fail(SUM_OVER_SAMPLES, d_k=d_k, unscaled=unscaled, sqrt_n=math.sqrt(n))
+    mean = abs(unscaled * math.sqrt(d_k) - 1) < tol and abs(scaled * d_k - 1) < tol
+    if d_k > 1 and mean:
+        fail(
+            MEAN_NOT_SUM,
+            d_k=d_k,
+            unscaled=unscaled,
+            scaled=scaled,
+            inv_sqrt=1 / math.sqrt(d_k),
+            inv_d=1 / d_k,
+        )
     if abs(unscaled / math.sqrt(d_k) - 1) > tol:
         fail(
             "unscaled_std for d_k={d_k} is {unscaled:.3g}; the dot "
@@ -563,6 +610,13 @@ def _expect_stds(got, d_k: int, n: int) -> None:
         )
     if any(isinstance(v, torch.Tensor) for v in got):  # the numbers are right
         fail(STD_TENSORS)
+
+
+def _about(std: float, sigma: float, values: int) -> bool:
+    """Whether ``std``, of only ``values`` numbers (each of std ``sigma``), is
+    sigma within 5 standard errors on a log scale (few values: a wide band)."""
+    spread = 5 / math.sqrt(2 * (values - 1))
+    return std > 0 and abs(math.log(std / sigma)) < spread
 
 
 def dot_product_std_values(fn) -> None:

@@ -14,9 +14,9 @@ from .. import data, models
 from ..hints import hint as hint  # the notebook's check.hint("<exercise>")
 from ..i18n import N_, say
 from ..worked import worked as worked  # check.worked("<exercise>"), once tried
-from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail, is_close, max_diff
+from . import SAMPLE_TEXTS, call, expect_close, expect_shape, fail
 from .calls import CaseVerdicts, both
-from .compare import either, same_mistake
+from .compare import fail_laid_out
 from .oracles import HEADS_D_T, sample_qk
 
 NO_TRANSPOSE = N_(
@@ -42,11 +42,53 @@ SWAPPED_BACK_OFF = N_(
     "difference is {max_diff:.3g}."
 )
 
+#: A split laid out (B*H, T, d), batch and heads in one dim (d2l's transpose_qkv):
+#: said after "{name} has shape {got};".
+BATCH_HEADS_MERGED = N_(
+    "batch and heads merged into one dim, (B*H, T, d), as d2l's transpose_qkv "
+    "does; keep them apart: (B, H, T, d).",
+    mistake="batch-heads-merged",
+)
+#: A split laid out (B*H, T, d) that is still wrong once batch and heads are apart.
+MERGED_APART_OFF = N_(
+    "with batch and heads apart again, {name} still does not match {what}: the "
+    "largest difference is {max_diff:.3g}."
+)
+
 MERGE_D_H = N_(
     "the features were laid out as (d, H), a head's features interleaved with the "
     "others': permute to (B, T, H, d) before flattening.",
     mistake="merge-d-h",
 )
+
+#: A loop over heads or tokens that stops one short, or starts at 1.
+LEFT_ZERO = N_(
+    "the last (or the first) head or token was never written and is still 0: a "
+    "loop that stops one short (range(n - 1)) or starts at 1.",
+    mistake="left-zero",
+)
+
+
+def _one_short(value: torch.Tensor, blocks: dict[int, int]) -> tuple:
+    """``value`` with its last, then its first, block along each dim of
+    ``blocks`` (``{dim: block size}``) left 0: what a loop over the heads or the
+    tokens that stops one short, or starts at 1, gives on a zeroed output."""
+    out = []
+    for dim, size in blocks.items():
+        n = value.shape[dim]
+        for start in {n - size, 0} if n > size else ():
+            short = value.clone()
+            short.narrow(dim, start, size).zero_()
+            out.append(short)
+    return tuple(out)
+
+
+def _with_one_short(diagnose: dict, want: torch.Tensor, blocks: dict) -> list:
+    """Tiers for ``expect_close``: ``diagnose`` and a part of ``want`` left 0,
+    then each of ``diagnose``'s mistakes with a part left 0 as well."""
+    single = {**diagnose, LEFT_ZERO: _one_short(want, blocks)}
+    pairs = {both(m, LEFT_ZERO): _one_short(w, blocks) for m, w in diagnose.items()}
+    return [single, pairs]
 
 
 def _by_blocks(x: torch.Tensor, H: int) -> torch.Tensor:
@@ -66,11 +108,12 @@ def _expect_split(fn, x: torch.Tensor, H: int) -> None:
     }
     what = say("the heads' feature blocks")
     _expect_split_shape(got, B=B, T=T, H=H, d=d, values=(want, diagnose, what))
+    single, pairs = _with_one_short(diagnose, want, {1: 1, 2: 1})  # a head, a token
     expect_close(
         got,
         want,
         "split_heads(x, H)",
-        diagnose=_with_d_t(diagnose, want),
+        diagnose=[_with_d_t(single, want), pairs],
         what=what,
     )
 
@@ -82,7 +125,10 @@ def _with_d_t(diagnose: dict, want: torch.Tensor) -> dict:
     if T != d:
         return diagnose
     swapped = {HEADS_D_T: want.mT}
-    swapped |= {both(HEADS_D_T, m): w.mT for m, w in diagnose.items()}
+    swapped |= {
+        both(HEADS_D_T, m): tuple(v.mT for v in w) if isinstance(w, tuple) else w.mT
+        for m, w in diagnose.items()
+    }
     return {**diagnose, **swapped}
 
 
@@ -94,25 +140,29 @@ def _expect_not_d_t(got, *, B: int, T: int, H: int, d: int, values=None) -> None
         return
     if d == T:  # the right shape: the values tell (_with_d_t)
         return
+    _expect_relaid(got.mT, (B, H, d, T), HEADS_D_T, SWAPPED_BACK_OFF, values)
+
+
+def _expect_not_merged(got, *, B: int, T: int, H: int, d: int, values=None) -> None:
+    """Name a split laid out (B*H, T, d), batch and heads merged (d2l's
+    transpose_qkv). With ``values``, go on judging it as (B, H, T, d), so that a
+    second mistake (no transpose, a (d, H) split) is named too."""
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (B * H, T, d):
+        return
+    back = got.reshape(B, H, T, d)
+    _expect_relaid(back, (B * H, T, d), BATCH_HEADS_MERGED, MERGED_APART_OFF, values)
+
+
+def _expect_relaid(back, shape, why: str, off: str, values) -> None:
+    """Fail naming the layout ``why`` of a split of shape ``shape``; with
+    ``values`` = ``(want, diagnose, what)``, also whatever mistake its numbers
+    ``back``, laid out (B, H, T, d) again, show (``off``: how far they are)."""
     name = "split_heads(x, H)"
-    layout = say(
-        "{name} has shape {got}; {why}", name=name, got=(B, H, d, T), why=HEADS_D_T
-    )
+    layout = say("{name} has shape {got}; {why}", name=name, got=shape, why=why)
     if values is None:
         fail(layout)
     want, diagnose, what = values
-    back = got.mT
-    if is_close(back, want):
-        fail(layout)
-    named = [
-        mistake
-        for mistake, wrong in diagnose.items()
-        if wrong.shape == back.shape and same_mistake(back, wrong, 1e-4, 1e-4)
-    ]
-    if named:
-        fail(both(layout, either(named)))
-    off = say(SWAPPED_BACK_OFF, name=name, what=what, max_diff=max_diff(back, want))
-    fail(both(layout, off))
+    fail_laid_out(layout, back, want, diagnose, off=off, name=name, what=what)
 
 
 def _expect_split_shape(got, *, B: int, T: int, H: int, d: int, values=None) -> None:
@@ -129,6 +179,7 @@ def _expect_split_shape(got, *, B: int, T: int, H: int, d: int, values=None) -> 
             mistake="last-two-swapped",
         )
     _expect_not_d_t(got, B=B, T=T, H=H, d=d, values=values)
+    _expect_not_merged(got, B=B, T=T, H=H, d=d, values=values)
     expect_shape(
         got,
         (B, H, T, d),
@@ -155,7 +206,7 @@ def _expect_merge(fn, heads: torch.Tensor) -> None:
         got,
         want,
         "merge_heads(x)",
-        diagnose=diagnose,
+        diagnose=_with_one_short(diagnose, want, {1: 1, 2: d}),  # a token, a head
         what=say("the heads laid side by side"),
     )
 

@@ -10,6 +10,7 @@ without positions) and the memory attention takes, last.
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from itertools import combinations, product
 
@@ -26,7 +27,7 @@ from . import call, expect_close, expect_shape, fail
 from .calls import CaseVerdicts, CheckFailed, both
 from .compare import either, fail_mistaken, is_close
 from .lessons import FUSED_ATTENTION, Lesson
-from .mistaken import Step, mistaken
+from .mistaken import Step, fewest, mistaken
 from .oracles import BY_WIDTH, NO_SCALE, OVER_QUERIES, SPLIT_NO_TRANSPOSE
 
 BUILD = N_(
@@ -256,12 +257,19 @@ def mhsa_random(cls, seed: int) -> None:
                 if i < 2
                 else rng.choice([None, "causal", "batch"])
             )
+            d_model, B, T = (
+                heads * rng.choice([2, 8]),
+                rng.randint(1, 3),
+                rng.randint(2, 7),
+            )
+            if i == 0 and T == heads:  # a (T, T) mask read as (B, T, T), mask[:, None],
+                T += 1  # raises where T != H (and lays its rows on the heads where not)
             _expect_attention(
                 cls,
-                d_model=heads * rng.choice([2, 8]),
+                d_model=d_model,
                 heads=heads,
-                B=rng.randint(1, 3),
-                T=rng.randint(2, 7),
+                B=B,
+                T=T,
                 mask_kind=kind,
                 seed=seed + i,
             )
@@ -403,14 +411,17 @@ def block_random(cls, seed: int) -> None:
                 i == 0 and heads == 1
             ):  # an attention mistake across heads shows here too
                 heads = 2
+            d_ff, B, T = rng.choice([16, 48]), rng.randint(1, 3), rng.randint(2, 7)
+            if i < 2 and T == heads:  # its (T, T) mask read as (B, T, T) raises (as
+                T += 1  # in mhsa_random), not a broadcast of its rows on the heads
             _expect_block(  # both norm_first settings, each with and without a mask
                 cls,
                 d_model=heads * 8,
                 heads=heads,
-                d_ff=rng.choice([16, 48]),
+                d_ff=d_ff,
                 norm_first=i % 2 == 0,
-                B=rng.randint(1, 3),
-                T=rng.randint(2, 7),
+                B=B,
+                T=T,
                 masked=i < 2,
                 seed=seed + i,
             )
@@ -545,14 +556,16 @@ def _ff_residual_from_x(ref, x, attn_mask) -> torch.Tensor:
         return ref.norm2(x + ff(ref.norm1(x + sa(x))))
 
 
-def _normed_residual(ref, x, attn_mask) -> torch.Tensor:
-    """``ref``'s pre-LN output with each residual taken from the normalised input
-    (``x = norm1(x); x = x + attn(x)``, and the same around the feed-forward)."""
+def _normed_residual(ref, x, attn_mask) -> tuple[torch.Tensor, ...]:
+    """``ref``'s pre-LN output with the residual taken from the normalised input
+    (``x = norm1(x); x = x + attn(x)``): around both sublayers (the same again
+    around the feed-forward), or around the attention only."""
+    sa, ff = _sublayers(ref, attn_mask)
     with torch.no_grad():
-        h = ref.norm1(x)
-        h = h + ref.self_attn(h, h, h, attn_mask=attn_mask, need_weights=False)[0]
-        h = ref.norm2(h)
-        return h + ref.linear2(ref.activation(ref.linear1(h)))
+        n = ref.norm1(x)
+        h = n + sa(n)
+        both_normed = ref.norm2(h) + ff(ref.norm2(h))
+        return both_normed, h + ff(ref.norm2(h))
 
 
 # --- the second part: training on the echo task, and attention's memory ---------------
@@ -700,33 +713,56 @@ LINEAR = N_(
 )
 
 
-#: The known mistakes of attention_memory, in the order a verdict names them.
-MEMORY_MISTAKES = (FIXED_BYTES, NO_HEADS, NO_BATCH, NO_BYTES, LINEAR)
+TRIANGLE = N_(
+    "attention_memory counts a triangle of the (T, T) matrix, about T^2 / 2 "
+    "values: its loop over the queries adds the query's index (0 + 1 + ... + "
+    "T - 1) where each query has a weight for all T keys, T * T in all.",
+    mistake="triangle-count",
+)
+ONE_SHORT = N_(
+    "attention_memory counts {n} - 1 of the {n} in B * H * T * T: a loop that "
+    "starts at 1, range(1, {n}), runs one short; range({n}) runs {n} times.",
+    mistake="loop-one-short",
+)
 
 
-def _memory_values(B: int, H: int, T: int, nbytes: int) -> dict[tuple, int]:
-    """What attention_memory gives with one known mistake, or with two (each in
-    another factor of B * H * T * T * bytes): ``{mistakes: bytes}``, the mistakes
-    a tuple of ``(verdict, way)``, in the order of :data:`MEMORY_MISTAKES` (a way:
-    which of the mistake's forms, e.g. T or T * 2 for T ** 2)."""
-    factors = [  # each factor's right value, and its wrong ones by mistake
-        (nbytes, {FIXED_BYTES: (4,), NO_BYTES: (1,)}),  # 4: right for float32
-        (H, {NO_HEADS: (1,)}),
-        (B, {NO_BATCH: (1,)}),
-        (T * T, {LINEAR: (T, T * 2)}),  # T, or T * 2 written for T ** 2
+#: The known mistakes of attention_memory, in the order a verdict names them
+#: (where two give one number, as B - 1 and no batch do at B = 2, the first).
+MEMORY_MISTAKES = (
+    FIXED_BYTES,
+    NO_HEADS,
+    NO_BATCH,
+    NO_BYTES,
+    LINEAR,
+    TRIANGLE,
+    ONE_SHORT,
+)
+
+
+def _memory_values(B: int, H: int, T: int, nbytes: int, most: int = 2) -> dict:
+    """What attention_memory gives with one known mistake, or with up to ``most``
+    (each in another factor of B * H * T * T * bytes): ``{mistakes: bytes}``, the
+    mistakes a tuple of ``(verdict, way)``, in the order of
+    :data:`MEMORY_MISTAKES` (a way: which of the mistake's forms, e.g. T or T * 2
+    for T ** 2; for a loop one short, the factor it shortens)."""
+    factors = [  # each factor's right value, and its wrong ones: (mistake, way, v)
+        (nbytes, [(FIXED_BYTES, 0, 4), (NO_BYTES, 0, 1)]),  # 4: right for float32
+        (H, [(NO_HEADS, 0, 1), (ONE_SHORT, "H", H - 1)]),
+        (B, [(NO_BATCH, 0, 1), (ONE_SHORT, "B", B - 1)]),
+        (
+            T * T,
+            [
+                (LINEAR, 0, T),
+                (LINEAR, 1, T * 2),  # T * 2 written for T ** 2
+                (TRIANGLE, 0, T * (T - 1) // 2),  # sum(range(T))
+                (TRIANGLE, 1, T * (T + 1) // 2),  # sum(range(1, T + 1))
+            ],
+        ),
     ]
     out: dict[tuple, int] = {}
-    for n in (1, 2):
+    for n in range(1, most + 1):
         for where in combinations(range(len(factors)), n):
-            ways = [
-                [
-                    (m, way, v)
-                    for m, vs in factors[i][1].items()
-                    for way, v in enumerate(vs)
-                ]
-                for i in where
-            ]
-            for chosen in product(*ways):
+            for chosen in product(*(factors[i][1] for i in where)):
                 values = [value for value, _ in factors]
                 for i, (_, _, v) in zip(where, chosen, strict=True):
                     values[i] = v
@@ -736,6 +772,14 @@ def _memory_values(B: int, H: int, T: int, nbytes: int) -> dict[tuple, int]:
                 )
                 out[tuple(mistakes)] = math.prod(values)
     return out
+
+
+def _memory_said(mistakes: tuple, nbytes: int) -> str:
+    """The verdict on an answer with ``mistakes`` (``(verdict, way)`` pairs)."""
+    said = [
+        say(m, nbytes=nbytes, n=way if m == ONE_SHORT else "") for m, way in mistakes
+    ]
+    return both(*said)
 
 
 def _memory_order(mistakes: tuple) -> tuple[int, ...]:
@@ -750,15 +794,43 @@ def _memory_want(B: int, H: int, T: int, nbytes: int) -> int:
     return probe.numel() * probe.element_size()
 
 
-def _memory_answer(fn, *, B, H, T, nbytes) -> int:
-    """The answer's attention_memory(B, H, T, nbytes), an int."""
+#: attention_memory's answer of another type than int.
+MEMORY_NOT_INT = N_("attention_memory should return an int (bytes), not {type_name}.")
+
+
+def _memory_answer(fn, *, B, H, T, nbytes) -> tuple[int, str | None]:
+    """The answer's attention_memory(B, H, T, nbytes), an int, and the verdict on
+    its type where it is a whole number of another type (a float from math.pow
+    or a division): its numbers are judged too."""
     got = call(fn, B, H, T, nbytes, name="attention_memory")
-    if isinstance(got, bool) or not isinstance(got, int):
-        fail(
-            "attention_memory should return an int (bytes), not {type_name}.",
-            type_name=type(got).__name__,
-        )
-    return got
+    if not isinstance(got, bool) and isinstance(got, int):
+        return got, None
+    wrong_type = say(MEMORY_NOT_INT, type_name=type(got).__name__)
+    whole = (
+        isinstance(got, numbers.Real)
+        and not isinstance(got, bool)
+        and math.isfinite(got)
+        and float(got).is_integer()
+    )
+    if not whole:
+        fail(wrong_type)
+    return int(got), wrong_type
+
+
+def _judge_answer(answer: tuple[int, str | None], *, prefer=(), **case) -> None:
+    """:func:`_judge_memory` of an answer of :func:`_memory_answer`; of a whole
+    number of another type, its type first, then ("Also:") any known mistake its
+    number shows."""
+    got, wrong_type = answer
+    if wrong_type is None:
+        _judge_memory(got, **case, prefer=prefer)
+        return
+    verdicts = CaseVerdicts()
+    with verdicts:
+        fail(wrong_type)
+    with verdicts:
+        _judge_memory(got, **case, prefer=prefer)
+    verdicts.fail_if_any()
 
 
 def _judge_memory(got: int, *, B, H, T, nbytes, prefer=()) -> None:
@@ -772,9 +844,8 @@ def _judge_memory(got: int, *, B, H, T, nbytes, prefer=()) -> None:
     found = [m for m in found if m in prefer] or found
     if found:
         fewest = [m for m in found if len(m) == len(found[0])]
-        verdicts = list(dict.fromkeys(tuple(v for v, _ in m) for m in fewest))
-        named = [both(*(say(v, nbytes=nbytes) for v in vs)) for vs in verdicts]
-        if len(named) == 1 or len(verdicts[0]) == 1:
+        named = list(dict.fromkeys(_memory_said(m, nbytes) for m in fewest))
+        if len(named) == 1 or len(fewest[0]) == 1:
             fail(named[0])  # one mistake: where several give it, the first named
         err = CheckFailed(either(named))  # two, and two ways to get there
         err.alternatives = tuple(mistakes_of(m) for m in named)
@@ -795,20 +866,28 @@ def _memory_explained(cases: list[dict], answers: list) -> list[tuple]:
     """The fewest known mistakes (each in one way) that give every one of
     ``answers`` (ints; a verdict where the call failed) on its case, the right
     ones too; several where several do, none where none do."""
-    fits = None
-    for case, got in zip(cases, answers, strict=True):
-        if isinstance(got, int):  # a mistake that makes no difference here fits
-            these = {m for m, v in _memory_values(**case).items() if v == got}
-            fits = these if fits is None else fits & these
-    if not fits:
+    seen = [  # a mistake that makes no difference on a case fits it
+        (_memory_values(**case), got)
+        for case, got in zip(cases, answers, strict=True)
+        if isinstance(got, int)
+    ]
+    if not seen:
         return []
-    fewest = min(map(len, fits))
-    return sorted((m for m in fits if len(m) == fewest), key=_memory_order)
+    known = sorted(  # each (mistake, way) once, in the order verdicts name them
+        {way for mistakes in seen[0][0] for way in mistakes},
+        key=lambda way: (MEMORY_MISTAKES.index(way[0]), way[1]),
+    )
+    fits = fewest(
+        known,
+        lambda chosen: all(values.get(chosen) == got for values, got in seen),
+        most=2,
+    )
+    return sorted(fits, key=_memory_order)
 
 
 def _expect_memory(fn, *, B, H, T, nbytes) -> None:
-    got = _memory_answer(fn, B=B, H=H, T=T, nbytes=nbytes)
-    _judge_memory(got, B=B, H=H, T=T, nbytes=nbytes)
+    answer = _memory_answer(fn, B=B, H=H, T=T, nbytes=nbytes)
+    _judge_answer(answer, B=B, H=H, T=T, nbytes=nbytes)
 
 
 def attention_memory_small(fn) -> None:
@@ -816,11 +895,16 @@ def attention_memory_small(fn) -> None:
     _expect_memory(fn, B=2, H=12, T=128, nbytes=4)
 
 
-def _doubled(B: int, H: int, nbytes: int) -> tuple[int, ...]:
-    """The lengths T where T * 2 (for T ** 2) gives another mistake's number:
-    counting values (T = 2 * nbytes), 4 bytes assumed (T = nbytes / 2), no heads
-    (T = 2H), no batch (T = 2B)."""
-    return (2 * nbytes, nbytes // 2, 2 * H, 2 * B)
+def _tells_t(B: int, H: int, T: int, nbytes: int) -> bool:
+    """Whether each mistake in T ** 2 (T, T * 2, a triangle) gives a number of
+    its own here: not the right one, nor what another mistake gives (T * 2 is
+    counting values at T = 2 * nbytes, no heads at T = 2H; a triangle, T at
+    T = 3; ...)."""
+    values = _memory_values(B, H, T, nbytes, most=1)  # {((verdict, way),): v}
+    seen = [*values.values(), B * H * T * T * nbytes]
+    return all(
+        seen.count(v) == 1 for ((m, _),), v in values.items() if m in (LINEAR, TRIANGLE)
+    )
 
 
 def attention_memory_random(fn, seed: int) -> None:
@@ -830,22 +914,18 @@ def attention_memory_random(fn, seed: int) -> None:
     rng = random.Random(seed)
     cases = []
     for i in range(4):
-        # B, H, T and the bytes per value all differ (and T > H): where two are
-        # equal, two mistakes (forgetting the heads or the batch, counting
-        # values, growing linearly in T) give the same number, and the verdict
-        # could not say which; nor is T twice the bytes, half of them, twice
-        # H or twice B, where T * 2 written for T ** 2 gives what one of the
-        # other mistakes gives. The first case is never float32, so that an
-        # answer which assumes 4 bytes per value fails on every seed.
-        B = rng.randint(2, 4)
+        # B, H and the bytes per value differ, and T > H: where two are equal,
+        # two mistakes (forgetting the heads or the batch, counting values)
+        # give the same number, and the verdict could not say which; nor does
+        # T make a mistake in T ** 2 give what another gives (:func:`_tells_t`).
+        # The first case is never float32, so that an answer which assumes 4
+        # bytes per value fails on every seed; the second has B > 2, so that a
+        # loop over the batch one short (B - 1) is told from no batch (1).
+        B = rng.randint(3, 4) if i == 1 else rng.randint(2, 4)
         nbytes = rng.choice([n for n in (2, 4, 8) if n != B and (i or n != 4)])
         heads = rng.choice([h for h in range(1, 17) if h not in (B, nbytes)])
         T = rng.choice(
-            [
-                t
-                for t in range(heads + 1, 201)
-                if t not in (B, nbytes, *_doubled(B, heads, nbytes))
-            ]
+            [t for t in range(heads + 1, 201) if _tells_t(B, heads, t, nbytes)]
         )
         cases.append({"B": B, "H": heads, "T": T, "nbytes": nbytes})
     answers = []
@@ -854,10 +934,11 @@ def attention_memory_random(fn, seed: int) -> None:
             answers.append(_memory_answer(fn, **case))
         except CheckFailed as err:  # judged in its turn below
             answers.append(err)
-    prefer = _memory_explained(cases, answers)
-    for case, got in zip(cases, answers, strict=True):
+    gots = [a if isinstance(a, CheckFailed) else a[0] for a in answers]
+    prefer = _memory_explained(cases, gots)
+    for case, answer in zip(cases, answers, strict=True):
         with verdicts:
-            if isinstance(got, CheckFailed):
-                raise got
-            _judge_memory(got, **case, prefer=prefer)
+            if isinstance(answer, CheckFailed):
+                raise answer
+            _judge_answer(answer, **case, prefer=prefer)
     verdicts.fail_if_any()
