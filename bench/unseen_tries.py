@@ -211,6 +211,8 @@ the queries, 07's mask along the queries and the attention's LayerNorm in the
 feed-forward, 09's two residual mistakes, 10's query 0 wrapped to the last key
 and (head, layer) pairs, 13's cache mask from the first rows and a cache of the
 new keys only.
+After that day's fixes (21d7166): 15/15 correct at full marks, 45/45 lost, and
+every one named, both mistakes of each pair. A regression set now.
 """
 
 from __future__ import annotations
