@@ -242,11 +242,12 @@ def split_heads_bertviz(fn) -> None:
         what = say("bertviz's neuron-view queries")
         values = (nv, diagnose, what)
         _expect_split_shape(got, B=B, T=T, H=H, d=D // H, values=values)
+        single, pairs = _with_one_short(diagnose, nv, {1: 1, 2: 1})  # a head, a token
         expect_close(
             got,
             nv,
             "split_heads(q, H)",
-            diagnose=_with_d_t(diagnose, nv),
+            diagnose=[_with_d_t(single, nv), pairs],
             what=what,
         )
 
@@ -290,10 +291,14 @@ def merge_heads_values(fn) -> None:
             got,
             q,
             "merge_heads(queries)",
-            diagnose={
-                MERGE_ORDER: nv.reshape(B, T, H * d),
-                MERGE_D_H: nv.permute(0, 2, 3, 1).reshape(B, T, H * d),
-            },
+            diagnose=_with_one_short(
+                {
+                    MERGE_ORDER: nv.reshape(B, T, H * d),
+                    MERGE_D_H: nv.permute(0, 2, 3, 1).reshape(B, T, H * d),
+                },
+                q,
+                {1: 1, 2: d},  # a token, a head
+            ),
             what=say("the query layer's output"),
         )
 
