@@ -98,24 +98,24 @@ def _by_blocks(x: torch.Tensor, H: int) -> torch.Tensor:
 
 
 def _expect_split(fn, x: torch.Tensor, H: int) -> None:
+    got = call(fn, x.clone(), H, name="split_heads")
+    what = say("the heads' feature blocks")
+    _judge_split(got, x, H, _by_blocks(x, H), name="split_heads(x, H)", what=what)
+
+
+def _judge_split(got, x: torch.Tensor, H: int, want, *, name: str, what: str) -> None:
+    """Judge ``got``, a split of ``x`` (B, T, D) into H heads, against ``want``
+    (B, H, T, d): its layout first, then its numbers, naming each known mistake
+    (no transpose, a (d, H) split, a head or token left 0, T and d swapped)."""
     B, T, D = x.shape
     d = D // H
-    got = call(fn, x.clone(), H, name="split_heads")
-    want = _by_blocks(x, H)
     diagnose = {
         NO_TRANSPOSE: x.reshape(B, H, T, d),
         WRONG_AXIS: x.reshape(B, T, d, H).permute(0, 3, 1, 2),
     }
-    what = say("the heads' feature blocks")
     _expect_split_shape(got, B=B, T=T, H=H, d=d, values=(want, diagnose, what))
     single, pairs = _with_one_short(diagnose, want, {1: 1, 2: 1})  # a head, a token
-    expect_close(
-        got,
-        want,
-        "split_heads(x, H)",
-        diagnose=[_with_d_t(single, want), pairs],
-        what=what,
-    )
+    expect_close(got, want, name, diagnose=[_with_d_t(single, want), pairs], what=what)
 
 
 def _with_d_t(diagnose: dict, want: torch.Tensor) -> dict:
@@ -198,6 +198,15 @@ def _expect_merge(fn, heads: torch.Tensor) -> None:
             mistake="not-merged",
         )
     expect_shape(got, (B, T, H * d), "merge_heads(x)")
+    what = say("the heads laid side by side")
+    _judge_merge(got, heads, want, name="merge_heads(x)", what=what)
+
+
+def _judge_merge(got, heads: torch.Tensor, want, *, name: str, what: str) -> None:
+    """Judge ``got``, ``heads`` (B, H, T, d) merged, against ``want`` (B, T, D),
+    naming each known mistake (no transpose, a (d, H) layout, a token or head
+    left 0)."""
+    B, H, T, d = heads.shape
     diagnose = {
         MERGE_ORDER: heads.reshape(B, T, H * d),
         MERGE_D_H: heads.permute(0, 2, 3, 1).reshape(B, T, H * d),
@@ -205,9 +214,9 @@ def _expect_merge(fn, heads: torch.Tensor) -> None:
     expect_close(
         got,
         want,
-        "merge_heads(x)",
+        name,
         diagnose=_with_one_short(diagnose, want, {1: 1, 2: d}),  # a token, a head
-        what=say("the heads laid side by side"),
+        what=what,
     )
 
 
@@ -233,23 +242,9 @@ def split_heads_bertviz(fn) -> None:
     """split_heads of layer 0's queries equals bertviz's neuron-view queries."""
     for text in SAMPLE_TEXTS:
         q, nv, H = _sample_queries(text)
-        B, T, D = q.shape
         got = call(fn, q, H, name="split_heads")
-        diagnose = {
-            NO_TRANSPOSE: q.reshape(B, H, T, D // H),
-            WRONG_AXIS: q.reshape(B, T, D // H, H).permute(0, 3, 1, 2),
-        }
         what = say("bertviz's neuron-view queries")
-        values = (nv, diagnose, what)
-        _expect_split_shape(got, B=B, T=T, H=H, d=D // H, values=values)
-        single, pairs = _with_one_short(diagnose, nv, {1: 1, 2: 1})  # a head, a token
-        expect_close(
-            got,
-            nv,
-            "split_heads(q, H)",
-            diagnose=[_with_d_t(single, nv), pairs],
-            what=what,
-        )
+        _judge_split(got, q, H, nv, name="split_heads(q, H)", what=what)
 
 
 def _random_shapes(seed: int, n: int = 5):
@@ -286,21 +281,8 @@ def merge_heads_values(fn) -> None:
     for text in SAMPLE_TEXTS:
         q, nv, _ = _sample_queries(text)
         got = call(fn, nv.contiguous(), name="merge_heads")
-        B, H, T, d = nv.shape
-        expect_close(
-            got,
-            q,
-            "merge_heads(queries)",
-            diagnose=_with_one_short(
-                {
-                    MERGE_ORDER: nv.reshape(B, T, H * d),
-                    MERGE_D_H: nv.permute(0, 2, 3, 1).reshape(B, T, H * d),
-                },
-                q,
-                {1: 1, 2: d},  # a token, a head
-            ),
-            what=say("the query layer's output"),
-        )
+        what = say("the query layer's output")
+        _judge_merge(got, nv, q, name="merge_heads(queries)", what=what)
 
 
 def merge_heads_random(fn, seed: int) -> None:
